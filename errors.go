@@ -1,0 +1,134 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+var (
+	// ErrNotAcquired means the lock was not acquired: fewer than a quorum of
+	// nodes said yes, or the acquisition took so long that no validity was
+	// left. When the caller's ctx ended the wait, the error also matches
+	// ctx.Err() under errors.Is.
+	ErrNotAcquired = errors.New("redlock: not acquired")
+
+	// ErrNotHeld means Unlock or Extend found fewer than a quorum of nodes
+	// still holding our token, or that the lock's validity had already
+	// ended, or that it was already unlocked.
+	ErrNotHeld = errors.New("redlock: not held")
+
+	// ErrInvalidOption is wrapped by every error about a bad option, node
+	// list or key. The message names the problem.
+	ErrInvalidOption = errors.New("redlock: invalid option")
+
+	// ErrClosed is returned by calls made after Client.Close.
+	ErrClosed = errors.New("redlock: client closed")
+
+	// errInFlight is the vote of a node that still has a request of this
+	// acquisition in flight: it is not asked again until that one answers.
+	errInFlight = errors.New("previous request to this node still in flight")
+
+	// errNodeTimeout is the vote of a node that did not answer within the
+	// node timeout.
+	errNodeTimeout = errors.New("no answer within the node timeout")
+
+	// errNotAsked is the vote of a node that a round left out on purpose.
+	errNotAsked = errors.New("not asked")
+
+	// errNoAnswer is the vote of a node that had not answered when the round
+	// was decided without it.
+	errNoAnswer = errors.New("no answer before the decision")
+)
+
+// NodeError is the failure of one node in a round. It carries the node's
+// index (its position in the slice given to New) and address, and unwraps to
+// the cause.
+type NodeError struct {
+	// Index is the node's position in the slice given to New.
+	Index int
+	// Addr is the node's address.
+	Addr string
+	// Err is what went wrong: a network or Redis error, or a timeout.
+	Err error
+}
+
+// Error implements error.
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("redlock: node %d (%s): %v", e.Index, e.Addr, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// QuorumError is the error of a round that did not reach its quorum: a failed
+// acquisition (it matches ErrNotAcquired), or an Unlock or Extend that found
+// the lock gone (it matches ErrNotHeld). It says what each node answered, and
+// unwraps to the sentinel, to each NodeError, and to the caller's ctx.Err()
+// when the ctx ended the call.
+type QuorumError struct {
+	// Stats is the round that failed: each node's vote, elapsed time,
+	// drift and validity.
+	Stats Stats
+	// Reason says why, when it is not only the vote count: "no validity
+	// left", "validity ended", "already unlocked".
+	Reason string
+
+	sentinel error
+	ctxErr   error
+}
+
+// Error implements error.
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.sentinel.Error())
+	fmt.Fprintf(&b, ": %s %q", e.Stats.Op, e.Stats.Key)
+	if e.Reason != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Reason)
+	}
+	if len(e.Stats.Nodes) > 0 {
+		fmt.Fprintf(&b, ": %d/%d yes (quorum %d)", e.Stats.Yes, len(e.Stats.Nodes), e.Stats.Quorum)
+		if e.Stats.Op == OpLock {
+			fmt.Fprintf(&b, ", validity %v", e.Stats.Validity.Round(time.Microsecond))
+		}
+		no := "taken"
+		if e.Stats.Op != OpLock {
+			no = "not holding our token"
+		}
+		var nos []string
+		for _, v := range e.Stats.Nodes {
+			if v.Vote == VoteNo {
+				nos = append(nos, fmt.Sprint(v.Index))
+			}
+		}
+		if len(nos) > 0 {
+			fmt.Fprintf(&b, "; %s: nodes %s", no, strings.Join(nos, ","))
+		}
+		for _, v := range e.Stats.Nodes {
+			if v.Vote == VoteFailed {
+				fmt.Fprintf(&b, "; node %d (%s) failed: %v", v.Index, v.Addr, v.Err)
+			}
+		}
+	}
+	if e.ctxErr != nil {
+		fmt.Fprintf(&b, "; %v", e.ctxErr)
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel (ErrNotAcquired or ErrNotHeld), a NodeError for
+// each node that failed, and the ctx error when the ctx ended the call.
+func (e *QuorumError) Unwrap() []error {
+	errs := []error{e.sentinel}
+	for _, v := range e.Stats.Nodes {
+		if v.Vote == VoteFailed {
+			errs = append(errs, &NodeError{Index: v.Index, Addr: v.Addr, Err: v.Err})
+		}
+	}
+	if e.ctxErr != nil {
+		errs = append(errs, e.ctxErr)
+	}
+	return errs
+}

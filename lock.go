@@ -1,0 +1,172 @@
+package redlock
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Lock is a held lock, returned by Client.Lock and Client.TryLock. It is safe
+// for concurrent use: Extend and Unlock may run from different goroutines.
+// It must not be copied.
+type Lock struct {
+	c     *Client
+	cfg   *config
+	key   string // as given
+	rkey  string // the Redis key: prefix + key
+	token string
+
+	mu       sync.Mutex
+	until    time.Time // guarded by mu
+	held     []bool    // guarded by mu; nodes known to have said yes
+	released bool      // guarded by mu; Unlock was called
+	stats    Stats     // guarded by mu; the last round
+}
+
+// Key returns the key the lock was acquired on, without the key prefix.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the random token that marks this acquisition on the nodes: a
+// fresh UUID for each Lock or TryLock call.
+func (l *Lock) Token() string { return l.token }
+
+// Until returns the end of the lock's validity on the local clock: the start
+// of the round that acquired (or last extended) it, plus the TTL, minus the
+// clock drift. The time carries a monotonic reading, so time.Until(l.Until())
+// is immune to wall-clock jumps on this machine. Past Until, another client
+// may hold the lock.
+func (l *Lock) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+// Stats returns what the nodes answered in the lock's last round: the
+// acquisition, or the last Extend or Unlock.
+func (l *Lock) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.stats
+	s.Nodes = slices.Clone(s.Nodes)
+	return s
+}
+
+func (l *Lock) markHeld(i int) {
+	l.mu.Lock()
+	l.held[i] = true
+	l.mu.Unlock()
+}
+
+func (l *Lock) isReleased() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.released
+}
+
+// Unlock releases the lock: on every node, a Lua script deletes the key only
+// while it still holds this lock's token, so it never deletes another
+// holder's key. Each node is bounded by the node timeout. Unlock returns once
+// every node that is not hung has answered.
+//
+// It returns nil when at least a quorum of nodes still held the token. When
+// fewer did (the lock had expired, or nodes failed), or the lock was already
+// unlocked, the error matches ErrNotHeld; as a *QuorumError it says what each
+// node answered. Either way the lock is over: call Unlock once.
+func (l *Lock) Unlock(ctx context.Context) error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return &QuorumError{Stats: Stats{Op: OpUnlock, Key: l.key, Quorum: l.c.quorum}, Reason: "already unlocked", sentinel: ErrNotHeld}
+	}
+	l.released = true
+	l.mu.Unlock()
+	c := l.c
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.wg.Done()
+
+	o := c.fanout(ctx, &spec{
+		op:      OpUnlock,
+		quorum:  c.quorum,
+		timeout: l.cfg.nodeTimeout,
+		waitAll: true,
+		req: func(ctx context.Context, n *node) (bool, error) {
+			return n.release(ctx, l.rkey, l.token)
+		},
+	})
+	o.finish(nil)
+	st := o.stats(OpUnlock, l.key, c.quorum)
+	l.mu.Lock()
+	l.stats = st
+	l.mu.Unlock()
+	if o.yes >= c.quorum {
+		return nil
+	}
+	return &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
+}
+
+// Extend resets the lock's TTL to the full TTL on every node that still holds
+// its token. A Lua script compares the token, and never re-creates a key that
+// is gone. Extend succeeds when a quorum of nodes extended before the current
+// validity ended; Until then becomes the start of the extension plus the TTL,
+// minus the drift.
+//
+// Extend refuses once Until has passed, or after Unlock. On failure the
+// error matches ErrNotHeld (and ctx.Err() when ctx ended the call) and Until
+// is unchanged: the nodes that did extend keep the key for a full TTL, and
+// Unlock still releases them.
+func (l *Lock) Extend(ctx context.Context) error {
+	c, cfg := l.c, l.cfg
+	l.mu.Lock()
+	until, released := l.until, l.released
+	l.mu.Unlock()
+	fail := func(reason string) error {
+		return &QuorumError{Stats: Stats{Op: OpExtend, Key: l.key, Quorum: c.quorum}, Reason: reason, sentinel: ErrNotHeld}
+	}
+	if released {
+		return fail("already unlocked")
+	}
+	start := c.now()
+	if !start.Before(until) {
+		return fail("validity ended " + start.Sub(until).Round(time.Microsecond).String() + " ago")
+	}
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.wg.Done()
+
+	// The quorum must be reached within the remaining validity: past it,
+	// the key may have expired on some nodes and been taken by another
+	// client there.
+	timeout := min(cfg.nodeTimeout, until.Sub(start))
+	o := c.fanout(ctx, &spec{
+		op:      OpExtend,
+		quorum:  c.quorum,
+		timeout: timeout,
+		req: func(ctx context.Context, n *node) (bool, error) {
+			return n.extend(ctx, l.rkey, l.token, cfg.ttl)
+		},
+	})
+	o.finish(nil)
+	st := o.stats(OpExtend, l.key, c.quorum)
+	st.Drift = clockDrift(cfg.ttl, cfg.driftFactor)
+	st.Validity = validity(cfg.ttl, st.Elapsed, st.Drift)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stats = st
+	switch {
+	case o.ctxErr != nil || o.yes < c.quorum:
+		return &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
+	case !o.end.Before(until):
+		return &QuorumError{Stats: st, Reason: "validity ended before the quorum answered", sentinel: ErrNotHeld}
+	case st.Validity <= 0:
+		return &QuorumError{Stats: st, Reason: "no validity left", sentinel: ErrNotHeld}
+	}
+	if next := start.Add(cfg.ttl - st.Drift); next.After(l.until) {
+		l.until = next
+	}
+	return nil
+}

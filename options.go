@@ -1,0 +1,128 @@
+package redlock
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Defaults of the options.
+const (
+	// DefaultTTL is how long a lock lives on each node unless extended.
+	DefaultTTL = 10 * time.Second
+	// DefaultDriftFactor is the share of the TTL allowed for clock drift.
+	DefaultDriftFactor = 0.01
+	// DefaultRetryDelayMin and DefaultRetryDelayMax bound the jittered wait
+	// between two attempts of Lock.
+	DefaultRetryDelayMin = 10 * time.Millisecond
+	DefaultRetryDelayMax = 100 * time.Millisecond
+)
+
+// config holds the settings of a Client or of one call. A config is never
+// changed once built, so calls share it without locking.
+type config struct {
+	ttl         time.Duration
+	driftFactor float64
+	nodeTimeout time.Duration // 0 until resolved: derived from ttl
+	retryMin    time.Duration
+	retryMax    time.Duration
+	keyPrefix   string
+
+	// nodeTimeoutSet records that the user chose the node timeout, so that a
+	// per-call WithTTL does not replace it with one derived from the new TTL.
+	nodeTimeoutSet bool
+}
+
+func defaultConfig() config {
+	return config{
+		ttl:         DefaultTTL,
+		driftFactor: DefaultDriftFactor,
+		retryMin:    DefaultRetryDelayMin,
+		retryMax:    DefaultRetryDelayMax,
+	}
+}
+
+// An Option changes a setting. Given to New it sets the Client's default;
+// given to one call it overrides the default for that call only.
+type Option func(*config)
+
+// WithTTL sets how long the lock lives on each node: the lock is valid for
+// this TTL minus the time the acquisition took and the clock drift. The
+// default is 10s.
+func WithTTL(d time.Duration) Option {
+	return func(c *config) { c.ttl = d }
+}
+
+// WithDriftFactor sets the share of the TTL allowed for the clocks of the
+// nodes to run fast. The drift subtracted from the validity is
+// TTL × f + 2 ms. It must be in [0, 0.5); the default is 0.01.
+func WithDriftFactor(f float64) Option {
+	return func(c *config) { c.driftFactor = f }
+}
+
+// WithNodeTimeout bounds each request to one node. The default is derived from
+// the TTL: a tenth of it, at least 1 ms and at most 50 ms. Zero restores the
+// default. The library enforces it itself, so it holds even for go-redis
+// clients built without ContextTimeoutEnabled.
+func WithNodeTimeout(d time.Duration) Option {
+	return func(c *config) {
+		c.nodeTimeout = d
+		c.nodeTimeoutSet = d != 0
+	}
+}
+
+// WithRetryDelay sets the range of the random wait between two attempts of
+// Lock. Each wait is drawn uniformly from [min, max]; the jitter keeps
+// competing clients from retrying in lockstep. The default is 10ms to 100ms.
+func WithRetryDelay(min, max time.Duration) Option {
+	return func(c *config) { c.retryMin, c.retryMax = min, max }
+}
+
+// WithKeyPrefix puts every lock key in a namespace: the Redis key becomes
+// prefix+key. Lock.Key still returns the key as given. The default is no
+// prefix, so keys are shared with other Redlock clients that use the same
+// names.
+func WithKeyPrefix(prefix string) Option {
+	return func(c *config) { c.keyPrefix = prefix }
+}
+
+// apply returns base changed by opts, resolved and validated.
+func (base config) apply(opts []Option) (config, error) {
+	c := base
+	if !c.nodeTimeoutSet {
+		c.nodeTimeout = 0
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if !c.nodeTimeoutSet {
+		c.nodeTimeout = defaultNodeTimeout(c.ttl)
+	}
+	return c, c.validate()
+}
+
+// validate says what is wrong with a config, in terms of the options.
+func (c *config) validate() error {
+	switch {
+	case c.ttl <= 0:
+		return fmt.Errorf("%w: ttl must be positive, got %v", ErrInvalidOption, c.ttl)
+	case math.IsNaN(c.driftFactor) || c.driftFactor < 0 || c.driftFactor >= 0.5:
+		return fmt.Errorf("%w: drift factor must be in [0, 0.5), got %v", ErrInvalidOption, c.driftFactor)
+	case c.nodeTimeout < 0:
+		return fmt.Errorf("%w: node timeout must not be negative, got %v", ErrInvalidOption, c.nodeTimeout)
+	case c.retryMin < 0 || c.retryMax < c.retryMin || c.retryMax <= 0:
+		return fmt.Errorf("%w: retry delay must satisfy 0 <= min <= max and max > 0, got min %v, max %v",
+			ErrInvalidOption, c.retryMin, c.retryMax)
+	}
+	if c.ttl.Milliseconds() < 1 {
+		return fmt.Errorf("%w: ttl must be at least 1ms (Redis counts in milliseconds), got %v", ErrInvalidOption, c.ttl)
+	}
+	drift := clockDrift(c.ttl, c.driftFactor)
+	if validity(c.ttl, c.nodeTimeout, drift) <= 0 {
+		return fmt.Errorf("%w: ttl %v leaves no validity after clock drift %v and node timeout %v",
+			ErrInvalidOption, c.ttl, drift, c.nodeTimeout)
+	}
+	return nil
+}

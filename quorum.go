@@ -1,0 +1,317 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Names of the operations, as Stats.Op reports them.
+const (
+	OpLock     = "lock"
+	OpExtend   = "extend"
+	OpUnlock   = "unlock"
+	OpRollback = "rollback"
+)
+
+// Vote is one node's answer in a round.
+type Vote uint8
+
+const (
+	votePending Vote = iota // no answer yet; never left in Stats
+
+	// VoteYes means the node did what was asked: it took the key for our
+	// token, extended it, or deleted it.
+	VoteYes
+	// VoteNo means the node answered no: for Lock, another token holds the
+	// key; for Unlock and Extend, our token is no longer there.
+	VoteNo
+	// VoteFailed means the node did not give a usable answer: a network or
+	// Redis error, or no answer within the node timeout. NodeVote.Err says
+	// which.
+	VoteFailed
+)
+
+// String returns "yes", "no", "failed" or "pending".
+func (v Vote) String() string {
+	switch v {
+	case VoteYes:
+		return "yes"
+	case VoteNo:
+		return "no"
+	case VoteFailed:
+		return "failed"
+	}
+	return "pending"
+}
+
+// NodeVote is what one node answered in a round.
+type NodeVote struct {
+	// Index is the node's position in the slice given to New.
+	Index int
+	// Addr is the node's address.
+	Addr string
+	// Vote is the node's answer.
+	Vote Vote
+	// Err is why the node failed, when Vote is VoteFailed.
+	Err error
+	// Latency is how long the node took to answer; zero when it did not
+	// answer before the round was decided.
+	Latency time.Duration
+}
+
+// Stats describes one round of requests to the nodes: an attempt to acquire,
+// an extension, or a release.
+type Stats struct {
+	// Op is OpLock, OpExtend or OpUnlock.
+	Op string
+	// Key is the lock key, as given by the caller.
+	Key string
+	// Quorum is the number of yes votes needed: N/2+1 of the configured N.
+	Quorum int
+	// Nodes holds each node's vote, in the order given to New.
+	Nodes []NodeVote
+	// Yes, No and Failed count the votes.
+	Yes, No, Failed int
+	// Elapsed runs from before the first request to the decision, on the
+	// monotonic clock.
+	Elapsed time.Duration
+	// Drift is the clock-drift allowance: TTL × drift factor + 2 ms. It is
+	// zero for OpUnlock.
+	Drift time.Duration
+	// Validity is TTL − Elapsed − Drift: how long the lock stays valid from
+	// the decision on. It is zero for OpUnlock.
+	Validity time.Duration
+}
+
+// reply is one node's answer to one request.
+type reply struct {
+	i   int
+	ok  bool
+	err error
+	lat time.Duration
+}
+
+// request is what a round sends to one node.
+type request func(ctx context.Context, n *node) (bool, error)
+
+// round is one fan-out of a request to the nodes. Replies that arrive
+// before the round is decided go to ch; a reply that arrives after it goes to
+// the late handler chosen at the decision, so that no answer is lost: a yes
+// that comes after a failed attempt is rolled back, one that comes after a
+// success is remembered.
+type round struct {
+	ch chan reply // buffered to N: a node goroutine never blocks on it
+
+	// left counts the requests still running; the last one calls cancel,
+	// which releases the context they share.
+	left   atomic.Int32
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	decided bool        // guarded by mu
+	late    func(reply) // guarded by mu
+	stalled []bool      // guarded by mu; node counted in node.stalled
+}
+
+// spec describes a round.
+type spec struct {
+	op      string
+	quorum  int
+	timeout time.Duration
+	// waitAll keeps the round open, once its outcome is known, until every
+	// node that was not already stalled has answered or the timeout passed.
+	// Without it the round ends as soon as the quorum is reached or has
+	// become impossible.
+	waitAll bool
+	// skip, when not nil, names the nodes not to send to, with the reason
+	// that becomes their failed vote.
+	skip func(i int) error
+	req  request
+}
+
+// outcome is a gathered round, before the caller decides what it means.
+type outcome struct {
+	r     *round
+	votes []NodeVote
+	got   []bool // the node's reply was gathered
+	yes   int
+	no    int
+	start time.Time
+	end   time.Time
+	// ctxErr is set when the caller's ctx ended the gathering.
+	ctxErr error
+}
+
+// fanout sends sp.req to every node at once, each in a goroutine owned by the
+// Client and bounded by the node timeout, and gathers the replies until the
+// outcome is known. The caller must call finish on the result.
+//
+// go-redis ignores ctx deadlines on socket reads unless the client was built
+// with ContextTimeoutEnabled, so the node timeout is enforced here, by the
+// gatherer, rather than trusted to the client: a hung node delays nothing.
+// Its goroutine lives on until go-redis gives up, tracked by the Client.
+func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
+	n := len(c.nodes)
+	o := &outcome{
+		r:     &round{ch: make(chan reply, n), stalled: make([]bool, n)},
+		votes: make([]NodeVote, n),
+		got:   make([]bool, n),
+	}
+	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sp.timeout)
+	wasStalled := make([]bool, n)
+	pending, waitFor := 0, 0
+	sent := make([]*node, 0, n)
+	o.start = c.now()
+	for i, nd := range c.nodes {
+		o.votes[i] = NodeVote{Index: i, Addr: nd.addr}
+		if sp.skip != nil {
+			if err := sp.skip(i); err != nil {
+				o.votes[i].Vote, o.votes[i].Err = VoteFailed, err
+				continue
+			}
+		}
+		pending++
+		sent = append(sent, nd)
+		if wasStalled[i] = nd.stalled.Load() > 0; !wasStalled[i] {
+			waitFor++
+		}
+	}
+	o.r.left.Store(int32(len(sent)))
+	o.r.cancel = cancel
+	if len(sent) == 0 {
+		cancel()
+	}
+	c.wg.Add(len(sent))
+	for _, nd := range sent {
+		go c.send(reqCtx, o.r, nd, o.start, sp.req)
+	}
+
+	timer := time.NewTimer(sp.timeout)
+	defer timer.Stop()
+	for pending > 0 {
+		if !sp.waitAll && (o.yes >= sp.quorum || o.yes+pending < sp.quorum) {
+			break
+		}
+		if sp.waitAll && waitFor == 0 {
+			break
+		}
+		select {
+		case rp := <-o.r.ch:
+			pending--
+			if !wasStalled[rp.i] {
+				waitFor--
+			}
+			o.count(rp)
+		case <-timer.C:
+			o.end = c.now()
+			o.markPending(c, errNodeTimeout)
+			return o
+		case <-ctx.Done():
+			o.ctxErr = ctx.Err()
+			o.end = c.now()
+			o.markPending(c, errNoAnswer)
+			return o
+		}
+	}
+	o.end = c.now()
+	o.markPending(c, errNoAnswer)
+	return o
+}
+
+// send runs one request on one node and hands its reply to the round, or to
+// the round's late handler once the round has been decided.
+func (c *Client) send(ctx context.Context, r *round, n *node, start time.Time, req request) {
+	defer c.wg.Done()
+	ok, err := req(ctx, n)
+	rp := reply{i: n.index, ok: ok, err: err, lat: c.now().Sub(start)}
+	// The last request of the round to end releases the shared context;
+	// the gatherer may have returned long before.
+	if r.left.Add(-1) == 0 {
+		r.cancel()
+	}
+	r.mu.Lock()
+	if r.stalled[n.index] {
+		n.stalled.Add(-1)
+	}
+	if !r.decided {
+		r.ch <- rp
+		r.mu.Unlock()
+		return
+	}
+	late := r.late
+	r.mu.Unlock()
+	if late != nil {
+		late(rp)
+	}
+}
+
+func (o *outcome) count(rp reply) {
+	o.got[rp.i] = true
+	v := &o.votes[rp.i]
+	v.Latency = rp.lat
+	switch {
+	case rp.err != nil:
+		v.Vote, v.Err = VoteFailed, rp.err
+	case rp.ok:
+		v.Vote = VoteYes
+		o.yes++
+	default:
+		v.Vote = VoteNo
+		o.no++
+	}
+}
+
+// markPending turns the votes of nodes that have not answered into failures.
+// When they are timeouts it also marks those nodes stalled until they answer.
+func (o *outcome) markPending(c *Client, why error) {
+	o.r.mu.Lock()
+	defer o.r.mu.Unlock()
+	for i := range o.votes {
+		if o.votes[i].Vote != votePending {
+			continue
+		}
+		o.votes[i].Vote, o.votes[i].Err = VoteFailed, why
+		if why == errNodeTimeout {
+			o.r.stalled[i] = true
+			c.nodes[i].stalled.Add(1)
+		}
+	}
+}
+
+// finish decides the round: from now on a reply goes to late (which may be
+// nil to drop it). It returns the replies that came in between the end of the
+// gathering and this call, which the caller must handle as late ones; their
+// votes stay as the gathering left them.
+func (o *outcome) finish(late func(reply)) []reply {
+	o.r.mu.Lock()
+	o.r.decided = true
+	o.r.late = late
+	o.r.mu.Unlock()
+	var drained []reply
+	for {
+		select {
+		case rp := <-o.r.ch:
+			drained = append(drained, rp)
+		default:
+			return drained
+		}
+	}
+}
+
+// stats turns the outcome into Stats.
+func (o *outcome) stats(op, key string, quorum int) Stats {
+	s := Stats{Op: op, Key: key, Quorum: quorum, Nodes: o.votes, Elapsed: o.end.Sub(o.start)}
+	for _, v := range o.votes {
+		switch v.Vote {
+		case VoteYes:
+			s.Yes++
+		case VoteNo:
+			s.No++
+		case VoteFailed:
+			s.Failed++
+		}
+	}
+	return s
+}

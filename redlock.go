@@ -1,0 +1,408 @@
+// Package redlock is a distributed lock over several independent Redis
+// masters, after the Redlock algorithm.
+//
+// A Client sends each request to all N masters at once and needs a quorum of
+// N/2+1 of them. A lock is valid for its TTL minus the time the acquisition
+// took and an allowance for clock drift, so it stays correct while a minority
+// of nodes crash, hang or lose the network. Release and extension compare the
+// lock's token atomically on each node, in Lua, so they never touch another
+// holder's key.
+//
+// Each node holds a plain string, SET key token NX PX ttl, the same layout as
+// go-redsync/redsync and the reference redlock-rb and redlock-py clients: a
+// key held by one of them blocks the others.
+//
+// A Client is safe for concurrent use by many goroutines. See docs/ALGORITHM.md
+// for the algorithm step by step, and the README for the safety caveats.
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Client acquires locks on a fixed set of independent Redis masters. It is
+// safe for concurrent use and must not be copied; create it with New. It does
+// not own the go-redis clients it was given and never closes them.
+type Client struct {
+	nodes  []*node
+	quorum int
+	cfg    config // defaults, from New's options
+	now    clock
+
+	// mu guards closed, so that no call enters once Close has begun to
+	// wait on wg.
+	mu     sync.RWMutex
+	closed bool
+	done   chan struct{} // closed by Close: waiting calls stop
+	// wg tracks every call in progress and every goroutine the Client
+	// starts: one per request in flight. A request to a hung node may
+	// outlive the call that sent it, until go-redis gives up on its read
+	// (ReadTimeout, 3s by default).
+	wg sync.WaitGroup
+}
+
+// New returns a Client for the given Redis masters, usually 5. They must be
+// independent masters, not replicas of each other. The options set the
+// Client's defaults; each call may override them.
+//
+// New fails, with an error that wraps ErrInvalidOption and names the problem,
+// when no node is given, a node is nil, the same client (or server) is given
+// twice, or the options are out of range: a TTL that is not positive or too
+// small to leave validity after drift and node timeout, a drift factor
+// outside [0, 0.5), or a bad retry delay.
+func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("%w: no nodes given: Redlock needs independent Redis masters, usually 5", ErrInvalidOption)
+	}
+	c := &Client{nodes: make([]*node, len(nodes)), quorum: len(nodes)/2 + 1, now: time.Now, done: make(chan struct{})}
+	servers := make(map[string]int, len(nodes))
+	for i, rc := range nodes {
+		if rc == nil || isNilPointer(rc) {
+			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidOption, i)
+		}
+		for j := range i {
+			if nodes[j] == rc {
+				return nil, fmt.Errorf("%w: node %d is the same client as node %d: each node must be a different Redis master", ErrInvalidOption, i, j)
+			}
+		}
+		if id, ok := serverID(rc); ok {
+			if j, dup := servers[id]; dup {
+				return nil, fmt.Errorf("%w: node %d points at the same server as node %d (%s): each node must be a different Redis master", ErrInvalidOption, i, j, id)
+			}
+			servers[id] = i
+		}
+		c.nodes[i] = newNode(i, rc)
+	}
+	cfg, err := defaultConfig().apply(opts)
+	if err != nil {
+		return nil, err
+	}
+	c.cfg = cfg
+	return c, nil
+}
+
+// isNilPointer reports a typed nil, such as a (*redis.Client)(nil) in the
+// interface.
+func isNilPointer(rc redis.UniversalClient) bool {
+	switch v := rc.(type) {
+	case *redis.Client:
+		return v == nil
+	case *redis.ClusterClient:
+		return v == nil
+	case *redis.Ring:
+		return v == nil
+	}
+	return false
+}
+
+// Quorum returns the number of nodes that must agree: N/2+1 of the N nodes
+// given to New.
+func (c *Client) Quorum() int { return c.quorum }
+
+// Close makes every later call fail with ErrClosed, stops the Lock calls
+// that are waiting between attempts, and waits until every call in progress
+// has returned and every request in flight has ended. A request to a hung
+// node ends when go-redis gives up on it (its ReadTimeout). Close does not
+// close the go-redis clients, and locks still held stay held until they
+// expire or are unlocked: Unlock fails after Close, so unlock first.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.done)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+	return nil
+}
+
+// enter registers a call, so that Close waits for it; the caller must call
+// c.wg.Done when it returns.
+func (c *Client) enter() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.wg.Add(1)
+	return nil
+}
+
+// Lock acquires the lock on key, waiting as long as ctx allows. Between two
+// attempts it waits a random delay within WithRetryDelay's range. There is no
+// fixed number of attempts: give ctx a deadline to bound the wait.
+//
+// On failure every node that may hold our token has been told to release it,
+// including the ones that did not answer, and the error matches
+// ErrNotAcquired; when ctx ended the wait, it also matches ctx.Err(). The
+// error is a *QuorumError that says what each node answered in the last
+// attempt. Bad options or an empty key give an error that wraps
+// ErrInvalidOption.
+func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	return c.acquire(ctx, key, opts, true)
+}
+
+// TryLock makes exactly one attempt to acquire the lock on key. On failure it
+// behaves as Lock does, and returns an error that matches ErrNotAcquired.
+func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	return c.acquire(ctx, key, opts, false)
+}
+
+// config returns the settings for one call.
+func (c *Client) config(opts []Option) (*config, error) {
+	if len(opts) == 0 {
+		return &c.cfg, nil
+	}
+	cfg, err := c.cfg.apply(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+func (c *Client) acquire(ctx context.Context, key string, opts []Option, wait bool) (*Lock, error) {
+	if key == "" {
+		return nil, fmt.Errorf("%w: key must not be empty", ErrInvalidOption)
+	}
+	cfg, err := c.config(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	defer c.wg.Done()
+	a := &acquisition{
+		c:     c,
+		cfg:   cfg,
+		key:   key,
+		rkey:  cfg.keyPrefix + key,
+		token: uuid.NewString(),
+		busy:  make([]int, len(c.nodes)),
+	}
+	var last *QuorumError
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, a.abandon(last, err)
+		}
+		l, qerr := a.attempt(ctx, attempt == 0)
+		if l != nil {
+			return l, nil
+		}
+		last = qerr
+		if qerr.ctxErr != nil || !wait {
+			return nil, a.abandon(qerr, qerr.ctxErr)
+		}
+		t := time.NewTimer(cfg.retryDelay())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, a.abandon(last, ctx.Err())
+		case <-c.done:
+			t.Stop()
+			return nil, a.abandon(last, ErrClosed)
+		}
+	}
+}
+
+// retryDelay draws the wait before the next attempt.
+func (c *config) retryDelay() time.Duration {
+	if c.retryMax <= c.retryMin {
+		return c.retryMin
+	}
+	return c.retryMin + rand.N(c.retryMax-c.retryMin+1)
+}
+
+// acquisition is one call of Lock or TryLock: one token, one or more
+// attempts. It is shared by the call and the node goroutines its attempts
+// started, which may answer after their attempt was decided.
+type acquisition struct {
+	c     *Client
+	cfg   *config
+	key   string // as given
+	rkey  string // the Redis key: prefix + key
+	token string
+
+	mu sync.Mutex
+	// busy counts, per node, this acquisition's requests in flight. An
+	// attempt does not send to a busy node: a late rollback of an earlier
+	// attempt could otherwise delete the key a later attempt counted as a
+	// yes. Guarded by mu.
+	busy []int
+	// lock is the lock once an attempt has won; nil before. Guarded by mu.
+	lock *Lock
+}
+
+// attempt runs one round of acquisition. It returns the lock when the round
+// won, or the round's error otherwise.
+func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumError) {
+	c, cfg := a.c, a.cfg
+	o := c.fanout(ctx, &spec{
+		op:      OpLock,
+		quorum:  c.quorum,
+		timeout: cfg.nodeTimeout,
+		skip:    a.reserve(func(int) bool { return true }),
+		req: func(ctx context.Context, n *node) (bool, error) {
+			return n.acquire(ctx, a.rkey, a.token, cfg.ttl, first)
+		},
+	})
+	a.free(o)
+
+	st := o.stats(OpLock, a.key, c.quorum)
+	st.Drift = clockDrift(cfg.ttl, cfg.driftFactor)
+	st.Validity = validity(cfg.ttl, st.Elapsed, st.Drift)
+	// The lock needs both: a quorum, and time left to use it.
+	won := o.yes >= c.quorum && st.Validity > 0 && o.ctxErr == nil
+
+	if won {
+		l := &Lock{
+			c:     c,
+			cfg:   cfg,
+			key:   a.key,
+			rkey:  a.rkey,
+			token: a.token,
+			until: o.start.Add(cfg.ttl - st.Drift),
+			held:  make([]bool, len(c.nodes)),
+			stats: st,
+		}
+		for i, v := range st.Nodes {
+			l.held[i] = v.Vote == VoteYes
+		}
+		a.mu.Lock()
+		a.lock = l
+		a.mu.Unlock()
+	}
+	for _, rp := range o.finish(a.late) {
+		a.late(rp)
+	}
+	if won {
+		return a.lock, nil
+	}
+
+	// Roll back on every node that may hold our token: those that said yes
+	// and those that failed, since the SET may have landed before the error.
+	// A node that has not answered yet is still busy with this acquisition:
+	// it is rolled back by a.late when its answer comes, because a release
+	// sent now could overtake the SET. A node that said no holds another
+	// token, so there is nothing of ours to delete there.
+	a.rollback(ctx, func(i int) bool { return st.Nodes[i].Vote != VoteNo })
+	qerr := &QuorumError{Stats: st, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
+	if o.yes >= c.quorum && o.ctxErr == nil {
+		qerr.Reason = "no validity left"
+	}
+	return nil, qerr
+}
+
+// reserve marks busy the chosen nodes that have no request of this
+// acquisition in flight, and returns the skip function of a spec: it keeps
+// the round off the other nodes. An attempt must not send to a busy node: the
+// late rollback of an earlier attempt could delete the key that the new
+// attempt counted as a yes.
+func (a *acquisition) reserve(on func(i int) bool) func(i int) error {
+	skip := make([]error, len(a.busy))
+	a.mu.Lock()
+	for i := range a.busy {
+		switch {
+		case !on(i):
+			skip[i] = errNotAsked
+		case a.busy[i] > 0:
+			skip[i] = errInFlight
+		default:
+			a.busy[i]++
+		}
+	}
+	a.mu.Unlock()
+	return func(i int) error { return skip[i] }
+}
+
+// free releases the nodes whose replies the round gathered in time. The
+// others are freed by the late handler when their reply comes.
+func (a *acquisition) free(o *outcome) {
+	a.mu.Lock()
+	for i, got := range o.got {
+		if got {
+			a.busy[i]--
+		}
+	}
+	a.mu.Unlock()
+}
+
+// late handles an acquire reply that came after its attempt was decided. If
+// the acquisition won, a yes is remembered for diagnostics; Unlock and Extend
+// go to every node anyway. Otherwise a yes, or an error that may hide one, is
+// rolled back: the node may have set the key after the attempt gave up.
+func (a *acquisition) late(rp reply) {
+	a.mu.Lock()
+	l := a.lock
+	a.mu.Unlock()
+	switch {
+	case l != nil && l.isReleased():
+		a.releaseOn(rp.i)
+	case l != nil:
+		if rp.ok && rp.err == nil {
+			l.markHeld(rp.i)
+		}
+	case rp.ok || rp.err != nil:
+		a.releaseOn(rp.i)
+	}
+	a.mu.Lock()
+	a.busy[rp.i]--
+	a.mu.Unlock()
+}
+
+// releaseOn releases our token on one node, from a goroutine that already
+// belongs to the Client, on a context detached from any caller and bounded by
+// the node timeout.
+func (a *acquisition) releaseOn(i int) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.nodeTimeout)
+	defer cancel()
+	_, _ = a.c.nodes[i].release(ctx, a.rkey, a.token)
+}
+
+// rollback tells the chosen nodes to release our token and waits, bounded by
+// the node timeout, until they answered. It uses a context detached from the
+// caller's cancellation, so that a cancelled caller still cleans up.
+func (a *acquisition) rollback(ctx context.Context, on func(i int) bool) {
+	o := a.c.fanout(context.WithoutCancel(ctx), &spec{
+		op:      OpRollback,
+		timeout: a.cfg.nodeTimeout,
+		waitAll: true,
+		skip:    a.reserve(on),
+		req: func(ctx context.Context, n *node) (bool, error) {
+			return n.release(ctx, a.rkey, a.token)
+		},
+	})
+	a.free(o)
+	// A rollback that answers late only has to free its node.
+	freeLate := func(rp reply) {
+		a.mu.Lock()
+		a.busy[rp.i]--
+		a.mu.Unlock()
+	}
+	for _, rp := range o.finish(freeLate) {
+		freeLate(rp)
+	}
+}
+
+// abandon ends an acquisition that will not win: it returns the error, with
+// the ctx error when there is one.
+func (a *acquisition) abandon(last *QuorumError, ctxErr error) error {
+	if last == nil {
+		return &QuorumError{
+			Stats:    Stats{Op: OpLock, Key: a.key, Quorum: a.c.quorum},
+			Reason:   "ctx ended before the first attempt",
+			sentinel: ErrNotAcquired,
+			ctxErr:   ctxErr,
+		}
+	}
+	last.ctxErr = ctxErr
+	return last
+}
