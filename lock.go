@@ -66,8 +66,9 @@ func (l *Lock) isReleased() bool {
 
 // Unlock releases the lock: on every node, a Lua script deletes the key only
 // while it still holds this lock's token, so it never deletes another
-// holder's key. Each node is bounded by the node timeout. Unlock returns once
-// every node that is not hung has answered.
+// holder's key. Each node is bounded by the node timeout. Unlock returns as
+// soon as the outcome is known; the requests to the slower nodes finish in
+// the background.
 //
 // It returns nil when at least a quorum of nodes still held the token. When
 // fewer did (the lock had expired, or nodes failed), or the lock was already
@@ -91,7 +92,6 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		op:      OpUnlock,
 		quorum:  c.quorum,
 		timeout: l.cfg.nodeTimeout,
-		waitAll: true,
 		req: func(ctx context.Context, n *node) (bool, error) {
 			return n.release(ctx, l.rkey, l.token)
 		},

@@ -280,10 +280,11 @@ func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumEr
 		a.lock = l
 		a.mu.Unlock()
 	}
-	for _, rp := range o.finish(a.late) {
-		a.late(rp)
-	}
+	drained := o.finish(a.late)
 	if won {
+		for _, rp := range drained {
+			a.late(rp) // no I/O: the lock is not released yet
+		}
 		return a.lock, nil
 	}
 
@@ -294,6 +295,15 @@ func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumEr
 	// sent now could overtake the SET. A node that said no holds another
 	// token, so there is nothing of ours to delete there.
 	a.rollback(ctx, func(i int) bool { return st.Nodes[i].Vote != VoteNo })
+	// Replies that came while the attempt was being decided are late ones:
+	// each may need a release, which must not hold up the others.
+	for _, rp := range drained {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			a.late(rp)
+		}()
+	}
 	qerr := &QuorumError{Stats: st, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
 	if o.yes >= c.quorum && o.ctxErr == nil {
 		qerr.Reason = "no validity left"
