@@ -1,0 +1,261 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlockgo/redlock/internal/redistest"
+)
+
+// The tests in this file run on real redis-server processes. Without
+// redis-server they are skipped, unless CI is set: then they fail.
+
+// realNodes starts n redis-servers and returns them with one default go-redis
+// client each, as users hand them to us.
+func realNodes(t *testing.T, n int) ([]*redistest.Server, []redis.UniversalClient) {
+	t.Helper()
+	redistest.Require(t)
+	srv := redistest.StartN(t, n, redistest.Options{})
+	cs := make([]redis.UniversalClient, n)
+	for i, s := range srv {
+		cs[i] = s.NewClient(t)
+	}
+	return srv, cs
+}
+
+// realClients returns k Clients on the servers, each with its own go-redis
+// clients, as k separate processes would have.
+func realClients(t *testing.T, srv []*redistest.Server, k int, opts ...Option) []*Client {
+	t.Helper()
+	out := make([]*Client, k)
+	for j := range k {
+		cs := make([]redis.UniversalClient, len(srv))
+		for i, s := range srv {
+			cs[i] = s.NewClient(t)
+		}
+		out[j] = newClient(t, cs, opts...)
+	}
+	return out
+}
+
+// realEventually waits until key holds want on every running server, or is
+// missing when want is "".
+func realEventually(t *testing.T, srv []*redistest.Server, key, want string) {
+	t.Helper()
+	for i, s := range srv {
+		if !s.Running() {
+			continue
+		}
+		rc := s.NewClient(t)
+		require.Eventually(t, func() bool {
+			got, err := rc.Get(t.Context(), key).Result()
+			if want == "" {
+				return errors.Is(err, redis.Nil)
+			}
+			return got == want
+		}, 5*time.Second, time.Millisecond, "node %d: key %q never became %q", i, key, want)
+	}
+}
+
+// hold is one holder's claim on a key, on this process's monotonic clock.
+type hold struct {
+	who        string
+	start, end time.Time // end is min(Until, release)
+}
+
+// overlaps returns the pairs of holds whose windows intersect.
+func overlaps(holds []hold) []string {
+	slices.SortFunc(holds, func(a, b hold) int { return a.start.Compare(b.start) })
+	var bad []string
+	for i := 1; i < len(holds); i++ {
+		for j := i - 1; j >= 0 && j >= i-8; j-- {
+			if holds[j].end.After(holds[i].start) {
+				bad = append(bad, fmt.Sprintf("%s [%v] overlaps %s", holds[i].who, holds[i].start, holds[j].who))
+			}
+		}
+	}
+	return bad
+}
+
+func TestOverlapsCheckerCanFail(t *testing.T) {
+	t0 := time.Now()
+	ok := []hold{{"a", t0, t0.Add(time.Millisecond)}, {"b", t0.Add(time.Millisecond), t0.Add(2 * time.Millisecond)}}
+	require.Empty(t, overlaps(ok))
+	bad := []hold{{"a", t0, t0.Add(2 * time.Millisecond)}, {"b", t0.Add(time.Millisecond), t0.Add(3 * time.Millisecond)}}
+	require.Len(t, overlaps(bad), 1)
+}
+
+func TestRealManyClientsOneKeyNoOverlap(t *testing.T) {
+	srv, _ := realNodes(t, 5)
+	clients := realClients(t, srv, 4, WithTTL(2*time.Second), WithRetryDelay(time.Millisecond, 5*time.Millisecond))
+	const perGoroutine = 15
+	var (
+		mu    sync.Mutex
+		holds []hold
+		wg    sync.WaitGroup
+	)
+	for ci, c := range clients {
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range perGoroutine {
+					l, err := c.Lock(t.Context(), "real-contended")
+					if err != nil {
+						t.Errorf("client %d goroutine %d: Lock: %v", ci, g, err)
+						return
+					}
+					start := time.Now()
+					time.Sleep(200 * time.Microsecond)
+					end := time.Now()
+					if u := l.Until(); u.Before(end) {
+						end = u
+					}
+					if err := l.Unlock(t.Context()); err != nil {
+						t.Errorf("Unlock: %v", err)
+					}
+					mu.Lock()
+					holds = append(holds, hold{fmt.Sprintf("c%d/g%d/%d", ci, g, k), start, end})
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	require.Len(t, holds, 4*4*perGoroutine)
+	require.Empty(t, overlaps(holds))
+	realEventually(t, srv, "real-contended", "")
+}
+
+func TestRealTwoNodesKilledStillWorks(t *testing.T) {
+	srv, cs := realNodes(t, 5)
+	c := newClient(t, cs)
+	srv[1].Kill()
+	srv[3].Kill()
+	for i := range 5 {
+		key := fmt.Sprintf("two-killed-%d", i)
+		l, err := c.Lock(t.Context(), key)
+		require.NoError(t, err)
+		st := l.Stats()
+		require.GreaterOrEqual(t, st.Yes, 3)
+		require.True(t, time.Until(l.Until()) > 0)
+		require.NoError(t, l.Extend(t.Context()))
+		require.NoError(t, l.Unlock(t.Context()))
+		realEventually(t, srv, key, "")
+	}
+}
+
+func TestRealThreeKilledFailsFastLeavingNothing(t *testing.T) {
+	srv, cs := realNodes(t, 5)
+	c := newClient(t, cs, WithNodeTimeout(100*time.Millisecond))
+	srv[0].Kill()
+	srv[2].Kill()
+	srv[4].Kill()
+	_, err := c.TryLock(t.Context(), "three-killed")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	for _, i := range []int{0, 2, 4} {
+		require.Equal(t, VoteFailed, qe.Stats.Nodes[i].Vote, "killed node %d", i)
+	}
+	var ne *NodeError
+	require.ErrorAs(t, err, &ne)
+	require.Contains(t, []int{0, 2, 4}, ne.Index)
+	realEventually(t, srv, "three-killed", "")
+
+	// A waiting Lock keeps trying until its ctx ends, and leaves nothing.
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err = c.Lock(ctx, "three-killed")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	realEventually(t, srv, "three-killed", "")
+}
+
+func TestRealPausedNodeDoesNotSlowAcquisition(t *testing.T) {
+	srv, cs := realNodes(t, 5)
+	// A node timeout far above the loopback round trip: an attempt that
+	// waited for the paused node would report its vote as a timeout.
+	c := newClient(t, cs, WithNodeTimeout(2*time.Second))
+	srv[2].Pause()
+	defer srv[2].Resume()
+	for i := range 10 {
+		key := fmt.Sprintf("paused-%d", i)
+		l, err := c.TryLock(t.Context(), key)
+		require.NoError(t, err)
+		st := l.Stats()
+		require.ErrorIs(t, st.Nodes[2].Err, errNoAnswer,
+			"attempt %d: got paused node's vote %v (%v), want no answer before the decision", i, st.Nodes[2].Vote, st.Nodes[2].Err)
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+	srv[2].Resume()
+	// Once the node answers, its late yes votes are released, because each
+	// lock was unlocked by then.
+	for i := range 10 {
+		realEventually(t, srv, fmt.Sprintf("paused-%d", i), "")
+	}
+}
+
+func TestRealUnlockAndExtendAfterExpiryLeaveNewHolderAlone(t *testing.T) {
+	srv, _ := realNodes(t, 5)
+	clients := realClients(t, srv, 2, WithTTL(150*time.Millisecond))
+	a, b := clients[0], clients[1]
+	la, err := a.TryLock(t.Context(), "expiry")
+	require.NoError(t, err)
+	// Wait for the keys to expire on the servers, then let b take the lock.
+	time.Sleep(200 * time.Millisecond)
+	lb, err := b.TryLock(t.Context(), "expiry", WithTTL(time.Minute))
+	require.NoError(t, err)
+	realEventually(t, srv, "expiry", lb.Token())
+
+	err = la.Extend(t.Context())
+	require.ErrorIs(t, err, ErrNotHeld)
+	err = la.Unlock(t.Context())
+	require.ErrorIs(t, err, ErrNotHeld)
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	require.Zero(t, qe.Stats.Yes)
+	realEventually(t, srv, "expiry", lb.Token())
+
+	// An Extend that reaches the nodes within its own validity, after the
+	// key changed hands, does not touch the new holder's TTL either.
+	lc, err := a.TryLock(t.Context(), "expiry-2", WithTTL(time.Minute))
+	require.NoError(t, err)
+	realEventually(t, srv, "expiry-2", lc.Token())
+	for _, s := range srv {
+		require.NoError(t, s.NewClient(t).Set(t.Context(), "expiry-2", "new-holder", 30*time.Second).Err())
+	}
+	require.ErrorIs(t, lc.Extend(t.Context()), ErrNotHeld)
+	for i, s := range srv {
+		rc := s.NewClient(t)
+		ttl, err := rc.PTTL(t.Context(), "expiry-2").Result()
+		require.NoError(t, err)
+		require.LessOrEqual(t, ttl, 30*time.Second, "node %d: Extend reset another holder's TTL", i)
+	}
+	require.ErrorIs(t, lc.Unlock(t.Context()), ErrNotHeld)
+	realEventually(t, srv, "expiry-2", "new-holder")
+	require.NoError(t, lb.Unlock(t.Context()))
+}
+
+func TestRealNodeScriptCacheFlushed(t *testing.T) {
+	// A node that lost its script cache (a restart, SCRIPT FLUSH) answers
+	// NOSCRIPT; go-redis falls back to EVAL and the lock still works.
+	srv, cs := realNodes(t, 3)
+	c := newClient(t, cs)
+	l, err := c.TryLock(t.Context(), "noscript")
+	require.NoError(t, err)
+	for _, s := range srv {
+		require.NoError(t, s.NewClient(t).ScriptFlush(t.Context()).Err())
+	}
+	require.NoError(t, l.Extend(t.Context()))
+	require.NoError(t, l.Unlock(t.Context()))
+	realEventually(t, srv, "noscript", "")
+}
