@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -11,17 +12,26 @@ import (
 // for concurrent use: Extend and Unlock may run from different goroutines.
 // It must not be copied.
 type Lock struct {
-	c     *Client
-	cfg   *config
-	key   string // as given
-	rkey  string // the Redis key: prefix + key
-	token string
+	c        *Client
+	cfg      *config
+	key      string // as given
+	rkey     string // the Redis key: prefix + key
+	token    string
+	acquired time.Time     // start of the round that acquired it
+	holdEnd  time.Time     // acquired + max hold; zero when uncapped
+	done     chan struct{} // closed when the lock ends
 
 	mu       sync.Mutex
-	until    time.Time // guarded by mu
-	held     []bool    // guarded by mu; nodes known to have said yes
-	released bool      // guarded by mu; Unlock was called
-	stats    Stats     // guarded by mu; the last round
+	until    time.Time   // guarded by mu
+	held     []bool      // guarded by mu; nodes known to have said yes
+	released bool        // guarded by mu; Unlock was called
+	stats    Stats       // guarded by mu; the last round
+	err      error       // guarded by mu; why it ended, nil while held
+	expiry   *time.Timer // guarded by mu; fires at until
+
+	// renewal is the lock's place in the renewer's queue; guarded by the
+	// renewer's mu.
+	renewal *renewal
 }
 
 // Key returns the key the lock was acquired on, without the key prefix.
@@ -66,9 +76,11 @@ func (l *Lock) isReleased() bool {
 
 // Unlock releases the lock: on every node, a Lua script deletes the key only
 // while it still holds this lock's token, so it never deletes another
-// holder's key. Each node is bounded by the node timeout. Unlock returns as
-// soon as the outcome is known; the requests to the slower nodes finish in
-// the background.
+// holder's key. Each node that deletes announces the release on pub/sub, so
+// that waiters retry at once. Each node is bounded by the node timeout.
+// Unlock first stops the renewals, then closes Done (Err returns
+// ErrUnlocked), then releases. It returns as soon as the outcome is known;
+// the requests to the slower nodes finish in the background.
 //
 // It returns nil when at least a quorum of nodes still held the token. When
 // fewer did (the lock had expired, or nodes failed), or the lock was already
@@ -82,18 +94,20 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	l.released = true
 	l.mu.Unlock()
+	l.end(ErrUnlocked)
 	c := l.c
 	if err := c.enter(); err != nil {
 		return err
 	}
 	defer c.wg.Done()
 
+	channel := releaseChannel(l.rkey)
 	o := c.fanout(ctx, &spec{
 		op:      OpUnlock,
 		quorum:  c.quorum,
 		timeout: l.cfg.nodeTimeout,
 		req: func(ctx context.Context, n *node) (bool, error) {
-			return n.release(ctx, l.rkey, l.token)
+			return n.release(ctx, l.rkey, l.token, channel)
 		},
 	})
 	o.finish(nil)
@@ -113,7 +127,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // validity ended; Until then becomes the start of the extension plus the TTL,
 // minus the drift.
 //
-// Extend refuses once Until has passed, or after Unlock. On failure the
+// Extend refuses once Until has passed, or after Unlock, or when WithMaxHold's
+// cap leaves no room (the error then also matches ErrMaxHold). On failure the
 // error matches ErrNotHeld (and ctx.Err() when ctx ended the call) and Until
 // is unchanged: the nodes that did extend keep the key for a full TTL, and
 // Unlock still releases them.
@@ -132,6 +147,10 @@ func (l *Lock) Extend(ctx context.Context) error {
 	if !start.Before(until) {
 		return fail("validity ended " + start.Sub(until).Round(time.Microsecond).String() + " ago")
 	}
+	ttl, ok := l.extendTTL(start)
+	if !ok {
+		return fmt.Errorf("%w: %w: lock %q cannot be held past %v", ErrNotHeld, ErrMaxHold, l.key, l.holdEnd.Sub(l.acquired))
+	}
 	if err := c.enter(); err != nil {
 		return err
 	}
@@ -146,13 +165,13 @@ func (l *Lock) Extend(ctx context.Context) error {
 		quorum:  c.quorum,
 		timeout: timeout,
 		req: func(ctx context.Context, n *node) (bool, error) {
-			return n.extend(ctx, l.rkey, l.token, cfg.ttl)
+			return n.extend(ctx, l.rkey, l.token, ttl)
 		},
 	})
 	o.finish(nil)
 	st := o.stats(OpExtend, l.key, c.quorum)
-	st.Drift = clockDrift(cfg.ttl, cfg.driftFactor)
-	st.Validity = validity(cfg.ttl, st.Elapsed, st.Drift)
+	st.Drift = clockDrift(ttl, cfg.driftFactor)
+	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -165,8 +184,11 @@ func (l *Lock) Extend(ctx context.Context) error {
 	case st.Validity <= 0:
 		return &QuorumError{Stats: st, Reason: "no validity left", sentinel: ErrNotHeld}
 	}
-	if next := start.Add(cfg.ttl - st.Drift); next.After(l.until) {
+	if next := start.Add(ttl - st.Drift); next.After(l.until) {
 		l.until = next
+	}
+	if cfg.autoExtend {
+		c.renewer.add(l, l.nextRenewal(start))
 	}
 	return nil
 }

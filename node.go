@@ -73,9 +73,10 @@ func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration
 	return v == 1, err
 }
 
-// release deletes key when it still holds token.
-func (n *node) release(ctx context.Context, key, token string) (bool, error) {
-	v, err := releaseScript.Run(ctx, n.client, []string{key}, token).Int64()
+// release deletes key when it still holds token, and announces it on
+// channel unless channel is empty.
+func (n *node) release(ctx context.Context, key, token, channel string) (bool, error) {
+	v, err := releaseScript.Run(ctx, n.client, []string{key}, token, channel).Int64()
 	return v == 1, err
 }
 

@@ -27,6 +27,8 @@ type config struct {
 	retryMin    time.Duration
 	retryMax    time.Duration
 	keyPrefix   string
+	autoExtend  bool
+	maxHold     time.Duration // 0: no cap
 
 	// nodeTimeoutSet records that the user chose the node timeout, so that a
 	// per-call WithTTL does not replace it with one derived from the new TTL.
@@ -86,6 +88,14 @@ func WithKeyPrefix(prefix string) Option {
 	return func(c *config) { c.keyPrefix = prefix }
 }
 
+// acquireTTL is the TTL of an acquisition: the TTL, cut to the max hold.
+func (c *config) acquireTTL() time.Duration {
+	if c.maxHold > 0 && c.maxHold < c.ttl {
+		return c.maxHold.Truncate(time.Millisecond)
+	}
+	return c.ttl
+}
+
 // apply returns base changed by opts, resolved and validated.
 func (base config) apply(opts []Option) (config, error) {
 	c := base
@@ -115,6 +125,14 @@ func (c *config) validate() error {
 	case c.retryMin < 0 || c.retryMax < c.retryMin || c.retryMax <= 0:
 		return fmt.Errorf("%w: retry delay must satisfy 0 <= min <= max and max > 0, got min %v, max %v",
 			ErrInvalidOption, c.retryMin, c.retryMax)
+	case c.maxHold < 0:
+		return fmt.Errorf("%w: max hold must not be negative, got %v", ErrInvalidOption, c.maxHold)
+	}
+	if c.maxHold > 0 {
+		if d := clockDrift(c.maxHold, c.driftFactor); validity(c.maxHold, c.nodeTimeout, d) <= 0 {
+			return fmt.Errorf("%w: max hold %v leaves no validity after clock drift %v and node timeout %v",
+				ErrInvalidOption, c.maxHold, d, c.nodeTimeout)
+		}
 	}
 	if c.ttl.Milliseconds() < 1 {
 		return fmt.Errorf("%w: ttl must be at least 1ms (Redis counts in milliseconds), got %v", ErrInvalidOption, c.ttl)

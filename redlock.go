@@ -42,10 +42,13 @@ type Client struct {
 	closed bool
 	done   chan struct{} // closed by Close: waiting calls stop
 	// wg tracks every call in progress and every goroutine the Client
-	// starts: one per request in flight. A request to a hung node may
-	// outlive the call that sent it, until go-redis gives up on its read
-	// (ReadTimeout, 3s by default).
+	// starts: one per request in flight, the renewer, and the pub/sub
+	// connections. A request to a hung node may outlive the call that sent
+	// it, until go-redis gives up on its read (ReadTimeout, 3s by default).
 	wg sync.WaitGroup
+
+	renewer  *renewer  // renews auto-extended locks
+	waitlist *waitlist // wakes waiting Lock calls on release
 }
 
 // New returns a Client for the given Redis masters, usually 5. They must be
@@ -85,6 +88,8 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c.cfg = cfg
+	c.renewer = newRenewer(c)
+	c.waitlist = newWaitlist(c)
 	return c, nil
 }
 
@@ -119,6 +124,7 @@ func (c *Client) Close() error {
 		close(c.done)
 	}
 	c.mu.Unlock()
+	c.waitlist.shutdown()
 	c.wg.Wait()
 	return nil
 }
@@ -187,21 +193,37 @@ func (c *Client) acquire(ctx context.Context, key string, opts []Option, wait bo
 		token: uuid.NewString(),
 		busy:  make([]int, len(c.nodes)),
 	}
-	var last *QuorumError
+	var (
+		last *QuorumError
+		wt   *waiter // set once the first attempt failed
+	)
+	defer func() {
+		if wt != nil {
+			c.waitlist.leave(wt)
+		}
+	}()
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return nil, a.abandon(last, err)
 		}
 		l, qerr := a.attempt(ctx, attempt == 0)
 		if l != nil {
+			l.start()
 			return l, nil
 		}
 		last = qerr
 		if qerr.ctxErr != nil || !wait {
 			return nil, a.abandon(qerr, qerr.ctxErr)
 		}
+		if wt == nil {
+			// Listen for the release, then try again at once: the holder
+			// may have released before the subscription took effect.
+			wt = c.waitlist.join(a.rkey)
+			continue
+		}
 		t := time.NewTimer(cfg.retryDelay())
 		select {
+		case <-wt.wake:
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
@@ -210,6 +232,7 @@ func (c *Client) acquire(ctx context.Context, key string, opts []Option, wait bo
 			t.Stop()
 			return nil, a.abandon(last, ErrClosed)
 		}
+		t.Stop()
 	}
 }
 
@@ -245,33 +268,39 @@ type acquisition struct {
 // won, or the round's error otherwise.
 func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumError) {
 	c, cfg := a.c, a.cfg
+	ttl := cfg.acquireTTL()
 	o := c.fanout(ctx, &spec{
 		op:      OpLock,
 		quorum:  c.quorum,
 		timeout: cfg.nodeTimeout,
 		skip:    a.reserve(func(int) bool { return true }),
 		req: func(ctx context.Context, n *node) (bool, error) {
-			return n.acquire(ctx, a.rkey, a.token, cfg.ttl, first)
+			return n.acquire(ctx, a.rkey, a.token, ttl, first)
 		},
 	})
 	a.free(o)
 
 	st := o.stats(OpLock, a.key, c.quorum)
-	st.Drift = clockDrift(cfg.ttl, cfg.driftFactor)
-	st.Validity = validity(cfg.ttl, st.Elapsed, st.Drift)
+	st.Drift = clockDrift(ttl, cfg.driftFactor)
+	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 	// The lock needs both: a quorum, and time left to use it.
 	won := o.yes >= c.quorum && st.Validity > 0 && o.ctxErr == nil
 
 	if won {
 		l := &Lock{
-			c:     c,
-			cfg:   cfg,
-			key:   a.key,
-			rkey:  a.rkey,
-			token: a.token,
-			until: o.start.Add(cfg.ttl - st.Drift),
-			held:  make([]bool, len(c.nodes)),
-			stats: st,
+			c:        c,
+			cfg:      cfg,
+			key:      a.key,
+			rkey:     a.rkey,
+			token:    a.token,
+			acquired: o.start,
+			done:     make(chan struct{}),
+			until:    o.start.Add(ttl - st.Drift),
+			held:     make([]bool, len(c.nodes)),
+			stats:    st,
+		}
+		if cfg.maxHold > 0 {
+			l.holdEnd = o.start.Add(cfg.maxHold)
 		}
 		for i, v := range st.Nodes {
 			l.held[i] = v.Vote == VoteYes
@@ -374,7 +403,7 @@ func (a *acquisition) late(rp reply) {
 func (a *acquisition) releaseOn(i int) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.nodeTimeout)
 	defer cancel()
-	_, _ = a.c.nodes[i].release(ctx, a.rkey, a.token)
+	_, _ = a.c.nodes[i].release(ctx, a.rkey, a.token, "")
 }
 
 // rollback tells the chosen nodes to release our token and waits, bounded by
@@ -387,7 +416,7 @@ func (a *acquisition) rollback(ctx context.Context, on func(i int) bool) {
 		waitAll: true,
 		skip:    a.reserve(on),
 		req: func(ctx context.Context, n *node) (bool, error) {
-			return n.release(ctx, a.rkey, a.token)
+			return n.release(ctx, a.rkey, a.token, "")
 		},
 	})
 	a.free(o)

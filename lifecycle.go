@@ -1,0 +1,167 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrLockLost is wrapped by Lock.Err when the lock ended without Unlock:
+	// its validity ran out (no renewal, or renewals failed), a quorum of
+	// nodes reported its token gone, or WithMaxHold's cap was reached. The
+	// error also wraps the cause.
+	ErrLockLost = errors.New("redlock: lock lost")
+
+	// ErrUnlocked is what Lock.Err returns once Unlock has ended the lock.
+	ErrUnlocked = errors.New("redlock: unlocked")
+
+	// ErrMaxHold is wrapped, together with ErrLockLost, by Lock.Err when the
+	// lock ended because WithMaxHold's cap was reached, and by Extend when
+	// the cap leaves no room to extend.
+	ErrMaxHold = errors.New("redlock: max hold reached")
+)
+
+// WithAutoExtend keeps a lock alive while it is held: a renewal runs every
+// third of the TTL, needs a quorum within the validity, and is retried fast
+// while validity lasts. When the lock is lost anyway, Done closes and Err
+// says why. Unlock stops the renewals before it releases. A Client batches
+// the renewals of all its locks into one pipeline per node per tick. The
+// default is off.
+func WithAutoExtend(enabled bool) Option {
+	return func(c *config) { c.autoExtend = enabled }
+}
+
+// WithMaxHold caps the total time a lock can be held, renewals and Extend
+// included, as the Redlock spec asks: the lock's Until never goes past its
+// acquisition plus d, and it then ends with an Err that wraps ErrLockLost and
+// ErrMaxHold. Zero, the default, means no cap.
+func WithMaxHold(d time.Duration) Option {
+	return func(c *config) { c.maxHold = d }
+}
+
+// Done returns a channel that is closed when the lock ends: on Unlock, when
+// its validity runs out on the local clock (Until passes), or when renewal
+// finds it lost. Err then says why. Holders can select on it.
+func (l *Lock) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while the lock is held. Once Done is closed it returns why
+// the lock ended: ErrUnlocked after Unlock, or an error that wraps
+// ErrLockLost and the cause when the lock expired or was lost.
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// start begins the lock's lifecycle once it is acquired: the expiry timer,
+// and the renewals when auto-extension is on.
+func (l *Lock) start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expiry = time.AfterFunc(l.until.Sub(l.c.now()), l.expire)
+	if l.cfg.autoExtend {
+		l.c.renewer.add(l, l.nextRenewal(l.acquired))
+	}
+}
+
+// nextRenewal is when the renewal after one that started at from is due.
+func (l *Lock) nextRenewal(from time.Time) time.Time {
+	return from.Add(l.cfg.ttl / 3)
+}
+
+// expire ends the lock when its validity has run out on the local clock. A
+// successful extension may have moved Until since the timer was armed.
+func (l *Lock) expire() {
+	l.mu.Lock()
+	if wait := l.until.Sub(l.c.now()); wait > 0 && l.err == nil {
+		l.expiry.Reset(wait)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	var cause error = errValidityEnded
+	if !l.holdEnd.IsZero() && !l.Until().Before(l.holdEnd) {
+		cause = ErrMaxHold
+	}
+	l.end(fmt.Errorf("%w: %w", ErrLockLost, cause))
+}
+
+var errValidityEnded = errors.New("validity ended before a renewal succeeded")
+
+// end closes Done with err, once; later calls do nothing. It reports whether
+// this call ended the lock.
+func (l *Lock) end(err error) bool {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return false
+	}
+	l.err = err
+	if l.expiry != nil {
+		l.expiry.Stop()
+	}
+	close(l.done)
+	l.mu.Unlock()
+	if l.cfg.autoExtend {
+		l.c.renewer.remove(l)
+	}
+	return true
+}
+
+// extendTTL is the TTL to ask for in an extension that starts at start: the
+// configured TTL, cut so that the lock does not outlive its max hold. ok is
+// false when the cap leaves no validity.
+func (l *Lock) extendTTL(start time.Time) (ttl time.Duration, ok bool) {
+	ttl = l.cfg.ttl
+	if !l.holdEnd.IsZero() {
+		if left := l.holdEnd.Sub(start); left < ttl {
+			ttl = left.Truncate(time.Millisecond)
+		}
+	}
+	return ttl, ttl > clockDrift(ttl, l.cfg.driftFactor) && ttl >= time.Millisecond
+}
+
+// Do acquires the lock on key, waiting as Lock does, keeps it alive with
+// auto-extension while fn runs, and unlocks when fn returns. fn's ctx is
+// cancelled the moment the lock is lost, with the loss as its cause.
+//
+// Do returns an error that matches ErrNotAcquired when the lock could not be
+// acquired (fn did not run), and one that matches ErrLockLost when the lock
+// was lost while fn ran or was found gone at Unlock, joined with fn's error.
+// Otherwise it returns fn's error.
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
+	l, err := c.Lock(ctx, key, append(opts, WithAutoExtend(true))...)
+	if err != nil {
+		return err
+	}
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-l.Done():
+			cancel(l.Err())
+		case <-stop:
+		}
+	}()
+	fnErr := fn(fnCtx)
+	close(stop)
+	<-watched
+	cancel(nil)
+
+	if lost := l.Err(); lost != nil {
+		return errors.Join(fnErr, lost)
+	}
+	// Release even when the caller's ctx is done: the nodes must not keep
+	// the lock for a full TTL.
+	if uerr := l.Unlock(context.WithoutCancel(ctx)); uerr != nil {
+		if errors.Is(uerr, ErrNotHeld) {
+			uerr = fmt.Errorf("%w: %w", ErrLockLost, uerr)
+		}
+		return errors.Join(fnErr, uerr)
+	}
+	return fnErr
+}

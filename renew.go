@@ -1,0 +1,288 @@
+package redlock
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// renewer keeps a Client's auto-extended locks alive. One goroutine per
+// Client, started with the first such lock, waits for the earliest renewal
+// that is due, takes every lock due soon after it too, and renews the whole
+// batch with one pipeline per node. 10,000 held locks thus cost a few round
+// trips per node per tick, not 10,000 goroutines and round trips.
+type renewer struct {
+	c *Client
+
+	mu      sync.Mutex
+	queue   renewQueue    // guarded by mu; by due time
+	wake    chan struct{} // buffered 1: the head of the queue changed
+	running bool          // guarded by mu; the loop goroutine was started
+}
+
+func newRenewer(c *Client) *renewer {
+	return &renewer{c: c, wake: make(chan struct{}, 1)}
+}
+
+// renewal is a lock's place in the queue.
+type renewal struct {
+	l     *Lock
+	due   time.Time
+	index int // in the heap; -1 once removed
+}
+
+type renewQueue []*renewal
+
+func (q renewQueue) Len() int           { return len(q) }
+func (q renewQueue) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+func (q renewQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *renewQueue) Push(x any) {
+	r := x.(*renewal)
+	r.index = len(*q)
+	*q = append(*q, r)
+}
+func (q *renewQueue) Pop() any {
+	old := *q
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	r.index = -1
+	*q = old[:len(old)-1]
+	return r
+}
+
+// add schedules l's next renewal at due. It is called from within a call of
+// the Client, so the Client's WaitGroup is above zero when the loop starts.
+func (r *renewer) add(l *Lock, due time.Time) {
+	r.mu.Lock()
+	if l.renewal != nil && l.renewal.index >= 0 {
+		l.renewal.due = due
+		heap.Fix(&r.queue, l.renewal.index)
+	} else {
+		l.renewal = &renewal{l: l, due: due}
+		heap.Push(&r.queue, l.renewal)
+	}
+	start := !r.running
+	r.running = true
+	r.mu.Unlock()
+	if start {
+		r.c.wg.Add(1)
+		go r.loop()
+	}
+	r.poke()
+}
+
+// remove stops l's renewals. A batch already in flight may still extend it
+// once; its result is then ignored.
+func (r *renewer) remove(l *Lock) {
+	r.mu.Lock()
+	if l.renewal != nil && l.renewal.index >= 0 {
+		heap.Remove(&r.queue, l.renewal.index)
+	}
+	r.mu.Unlock()
+}
+
+func (r *renewer) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop runs until the Client is closed.
+func (r *renewer) loop() {
+	defer r.c.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		batch, wait := r.due()
+		if len(batch) > 0 {
+			r.renew(batch)
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-r.wake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		case <-r.c.done:
+			return
+		}
+	}
+}
+
+// due takes the locks whose renewal is due, with those due within a tenth of
+// a renewal interval after them, so that locks taken at nearly the same time
+// share a batch. When none is due it returns how long to wait.
+func (r *renewer) due() ([]*Lock, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.queue) == 0 {
+		return nil, time.Hour
+	}
+	now := r.c.now()
+	head := r.queue[0]
+	if wait := head.due.Sub(now); wait > 0 {
+		return nil, wait
+	}
+	horizon := now.Add(head.l.cfg.ttl / 30)
+	var batch []*Lock
+	for len(r.queue) > 0 && !r.queue[0].due.After(horizon) {
+		rn := heap.Pop(&r.queue).(*renewal)
+		batch = append(batch, rn.l)
+	}
+	return batch, 0
+}
+
+// batchVotes is one node's answers for a batch, one per lock.
+type batchVotes struct {
+	node  int
+	votes []Vote
+}
+
+// renew extends a batch of locks on every node and settles each lock.
+func (r *renewer) renew(batch []*Lock) {
+	c := r.c
+	start := c.now()
+	timeout := time.Duration(0)
+	var live []*Lock
+	var liveTTL []time.Duration
+	for _, l := range batch {
+		ttl, ok := l.extendTTL(start)
+		if !ok {
+			// The max hold leaves no room: let the lock run out at Until.
+			continue
+		}
+		live = append(live, l)
+		liveTTL = append(liveTTL, ttl)
+		timeout = max(timeout, l.cfg.nodeTimeout)
+	}
+	if len(live) == 0 {
+		return
+	}
+	// A pipeline of many scripts takes longer than one command; allow for
+	// it, within reason, on top of the node timeout.
+	timeout += time.Duration(len(live)) * 5 * time.Microsecond
+
+	results := make(chan batchVotes, len(c.nodes))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for _, n := range c.nodes {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			results <- batchVotes{node: n.index, votes: n.extendBatch(ctx, live, liveTTL)}
+		}()
+	}
+	yes := make([]int, len(live))
+	no := make([]int, len(live))
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+gather:
+	for range c.nodes {
+		select {
+		case bv := <-results:
+			for i, v := range bv.votes {
+				switch v {
+				case VoteYes:
+					yes[i]++
+				case VoteNo:
+					no[i]++
+				}
+			}
+		case <-timer.C:
+			break gather
+		case <-c.done:
+			return
+		}
+	}
+	end := c.now()
+	for i, l := range live {
+		l.settleRenewal(start, end, liveTTL[i], yes[i], no[i])
+	}
+}
+
+// settleRenewal applies one lock's renewal result: a new Until on a quorum
+// within validity, the loss of the lock when a quorum reports the token gone,
+// and otherwise a fast retry while validity lasts.
+func (l *Lock) settleRenewal(start, end time.Time, ttl time.Duration, yes, no int) {
+	c := l.c
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	drift := clockDrift(ttl, l.cfg.driftFactor)
+	won := yes >= c.quorum && end.Before(l.until) && validity(ttl, end.Sub(start), drift) > 0
+	if won {
+		if next := start.Add(ttl - drift); next.After(l.until) {
+			l.until = next
+		}
+		l.mu.Unlock()
+		c.renewer.add(l, l.nextRenewal(start))
+		return
+	}
+	l.mu.Unlock()
+	if no >= c.quorum {
+		l.end(errors.Join(ErrLockLost, &QuorumError{
+			Stats:    Stats{Op: OpExtend, Key: l.key, Quorum: c.quorum, Yes: yes, No: no},
+			Reason:   "a quorum of nodes no longer holds the token",
+			sentinel: ErrNotHeld,
+		}))
+		return
+	}
+	// Retry soon; the expiry timer ends the lock if validity runs out first.
+	retry := min(l.cfg.ttl/20, 100*time.Millisecond)
+	c.renewer.add(l, c.now().Add(max(retry, time.Millisecond)))
+}
+
+// extendBatch runs extend.lua for every lock of a batch in one pipeline, and
+// returns each lock's vote. A lock whose command failed votes VoteFailed; a
+// network error fails them all.
+func (n *node) extendBatch(ctx context.Context, locks []*Lock, ttls []time.Duration) []Vote {
+	run := func(eval bool) []*redis.Cmd {
+		pipe := n.client.Pipeline()
+		cmds := make([]*redis.Cmd, len(locks))
+		for i, l := range locks {
+			keys, args := []string{l.rkey}, []any{l.token, ttls[i].Milliseconds()}
+			if eval {
+				cmds[i] = extendScript.Eval(ctx, pipe, keys, args...)
+			} else {
+				cmds[i] = extendScript.EvalSha(ctx, pipe, keys, args...)
+			}
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		return cmds
+	}
+	cmds := run(false)
+	for _, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			// The node lost its script cache: send the script itself.
+			cmds = run(true)
+			break
+		}
+	}
+	votes := make([]Vote, len(cmds))
+	for i, cmd := range cmds {
+		switch v, err := cmd.Int64(); {
+		case err != nil:
+			votes[i] = VoteFailed
+		case v == 1:
+			votes[i] = VoteYes
+		default:
+			votes[i] = VoteNo
+		}
+	}
+	return votes
+}
