@@ -8,12 +8,14 @@ import "time"
 const driftFloor = 2 * time.Millisecond
 
 // Bounds of the default node timeout: a tenth of the TTL, but never below
-// 1 ms nor above 50 ms. A node timeout much smaller than the TTL keeps a slow
-// node from eating the validity, and the cap keeps a hung node from costing
-// more than a few round trips on loopback or a LAN.
+// 2 ms nor above 100 ms. A node timeout much smaller than the TTL keeps a
+// slow node from eating the validity. The cap bounds what a hung node costs
+// the paths that wait for it (a failed attempt, a rollback); a successful
+// round never waits for it. It stays far above a loaded machine's round
+// trip, so that a busy but healthy node is not taken for a failed one.
 const (
-	minDefaultNodeTimeout = time.Millisecond
-	maxDefaultNodeTimeout = 50 * time.Millisecond
+	minDefaultNodeTimeout = 2 * time.Millisecond
+	maxDefaultNodeTimeout = 100 * time.Millisecond
 )
 
 // clockDrift is the allowance for the clocks of the nodes running faster than

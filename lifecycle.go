@@ -80,11 +80,11 @@ func (l *Lock) expire() {
 		l.mu.Unlock()
 		return
 	}
-	l.mu.Unlock()
 	var cause error = errValidityEnded
-	if !l.holdEnd.IsZero() && !l.Until().Before(l.holdEnd) {
+	if l.capped {
 		cause = ErrMaxHold
 	}
+	l.mu.Unlock()
 	l.end(fmt.Errorf("%w: %w", ErrLockLost, cause))
 }
 
@@ -112,13 +112,18 @@ func (l *Lock) end(err error) bool {
 
 // extendTTL is the TTL to ask for in an extension that starts at start: the
 // configured TTL, cut so that the lock does not outlive its max hold. ok is
-// false when the cap leaves no validity.
+// false when the cap leaves no validity. Once the cap has cut a TTL, the
+// lock is marked to end with ErrMaxHold.
 func (l *Lock) extendTTL(start time.Time) (ttl time.Duration, ok bool) {
 	ttl = l.cfg.ttl
-	if !l.holdEnd.IsZero() {
-		if left := l.holdEnd.Sub(start); left < ttl {
-			ttl = left.Truncate(time.Millisecond)
-		}
+	if l.holdEnd.IsZero() {
+		return ttl, true
+	}
+	if left := l.holdEnd.Sub(start); left < ttl {
+		ttl = left.Truncate(time.Millisecond)
+		l.mu.Lock()
+		l.capped = true
+		l.mu.Unlock()
 	}
 	return ttl, ttl > clockDrift(ttl, l.cfg.driftFactor) && ttl >= time.Millisecond
 }
@@ -153,6 +158,9 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	cancel(nil)
 
 	if lost := l.Err(); lost != nil {
+		// Clear what is left on the nodes that still hold the token, so
+		// that others need not wait out its TTL.
+		_ = l.Unlock(context.WithoutCancel(ctx))
 		return errors.Join(fnErr, lost)
 	}
 	// Release even when the caller's ctx is done: the nodes must not keep

@@ -28,6 +28,7 @@ type Lock struct {
 	stats    Stats       // guarded by mu; the last round
 	err      error       // guarded by mu; why it ended, nil while held
 	expiry   *time.Timer // guarded by mu; fires at until
+	capped   bool        // guarded by mu; the max hold cut a TTL
 
 	// renewal is the lock's place in the renewer's queue; guarded by the
 	// renewer's mu.
@@ -87,20 +88,27 @@ func (l *Lock) isReleased() bool {
 // unlocked, the error matches ErrNotHeld; as a *QuorumError it says what each
 // node answered. Either way the lock is over: call Unlock once.
 func (l *Lock) Unlock(ctx context.Context) error {
-	l.mu.Lock()
-	if l.released {
-		l.mu.Unlock()
-		return &QuorumError{Stats: Stats{Op: OpUnlock, Key: l.key, Quorum: l.c.quorum}, Reason: "already unlocked", sentinel: ErrNotHeld}
-	}
-	l.released = true
-	l.mu.Unlock()
-	l.end(ErrUnlocked)
 	c := l.c
 	if err := c.enter(); err != nil {
 		return err
 	}
 	defer c.wg.Done()
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return &QuorumError{Stats: Stats{Op: OpUnlock, Key: l.key, Quorum: c.quorum}, Reason: "already unlocked", sentinel: ErrNotHeld}
+	}
+	l.released = true
+	l.mu.Unlock()
+	l.end(ErrUnlocked)
+	return l.release(ctx)
+}
 
+// release deletes the lock's keys on every node, announcing it to waiters,
+// and says whether a quorum still held them. The caller must be inside a
+// call of the Client.
+func (l *Lock) release(ctx context.Context) error {
+	c := l.c
 	channel := releaseChannel(l.rkey)
 	o := c.fanout(ctx, &spec{
 		op:      OpUnlock,
@@ -118,7 +126,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if o.yes >= c.quorum {
 		return nil
 	}
-	return &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
+	qe := &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
+	if o.no < c.quorum {
+		qe.Reason = "could not confirm the release on a quorum"
+	}
+	return qe
 }
 
 // Extend resets the lock's TTL to the full TTL on every node that still holds

@@ -29,6 +29,7 @@ type config struct {
 	keyPrefix   string
 	autoExtend  bool
 	maxHold     time.Duration // 0: no cap
+	pubsub      bool
 
 	// nodeTimeoutSet records that the user chose the node timeout, so that a
 	// per-call WithTTL does not replace it with one derived from the new TTL.
@@ -41,6 +42,7 @@ func defaultConfig() config {
 		driftFactor: DefaultDriftFactor,
 		retryMin:    DefaultRetryDelayMin,
 		retryMax:    DefaultRetryDelayMax,
+		pubsub:      true,
 	}
 }
 
@@ -63,7 +65,7 @@ func WithDriftFactor(f float64) Option {
 }
 
 // WithNodeTimeout bounds each request to one node. The default is derived from
-// the TTL: a tenth of it, at least 1 ms and at most 50 ms. Zero restores the
+// the TTL: a tenth of it, at least 2 ms and at most 100 ms. Zero restores the
 // default. The library enforces it itself, so it holds even for go-redis
 // clients built without ContextTimeoutEnabled.
 func WithNodeTimeout(d time.Duration) Option {
@@ -94,6 +96,15 @@ func (c *config) acquireTTL() time.Duration {
 		return c.maxHold.Truncate(time.Millisecond)
 	}
 	return c.ttl
+}
+
+// WithPubSub chooses whether a waiting Lock listens for releases on Redis
+// pub/sub, to retry the moment the holder unlocks, instead of only after its
+// jittered retry delay. A Client keeps one subscription connection per node,
+// shared by all its waiters. The default is on; turn it off where pub/sub is
+// not allowed. Unlock always announces releases.
+func WithPubSub(enabled bool) Option {
+	return func(c *config) { c.pubsub = enabled }
 }
 
 // apply returns base changed by opts, resolved and validated.

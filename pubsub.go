@@ -83,10 +83,9 @@ func (w *waitlist) join(rkey string) *waiter {
 	return wt
 }
 
-// leave removes a waiter. When it was woken but did not win, the wake-up
-// passes to the next waiter, so that a release is not lost on one that gave
-// up.
-func (w *waitlist) leave(wt *waiter) {
+// leave removes a waiter. When it was woken but gave up without retrying,
+// the wake-up passes to the next waiter, so that the release is not lost.
+func (w *waitlist) leave(wt *waiter, won bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if wt.removed {
@@ -102,6 +101,9 @@ func (w *waitlist) leave(wt *waiter) {
 			kw.queue = append(kw.queue[:i], kw.queue[i+1:]...)
 			break
 		}
+	}
+	if !won && len(wt.wake) > 0 {
+		wakeFirst(kw.queue)
 	}
 	if len(kw.queue) == 0 {
 		delete(w.keys, wt.ch)
@@ -188,7 +190,12 @@ func (w *waitlist) dispatch(ch, released string) {
 		return
 	}
 	kw.last = released
-	for _, wt := range kw.queue {
+	wakeFirst(kw.queue)
+}
+
+// wakeFirst wakes the oldest waiter that is not already woken.
+func wakeFirst(queue []*waiter) {
+	for _, wt := range queue {
 		select {
 		case wt.wake <- struct{}{}:
 			return

@@ -9,10 +9,11 @@ import (
 
 // Names of the operations, as Stats.Op reports them.
 const (
-	OpLock     = "lock"
-	OpExtend   = "extend"
-	OpUnlock   = "unlock"
-	OpRollback = "rollback"
+	OpLock   = "lock"
+	OpExtend = "extend"
+	OpUnlock = "unlock"
+
+	opRollback = "rollback"
 )
 
 // Vote is one node's answer in a round.
@@ -268,6 +269,16 @@ func (o *outcome) count(rp reply) {
 func (o *outcome) markPending(c *Client, why error) {
 	o.r.mu.Lock()
 	defer o.r.mu.Unlock()
+	// Replies already in the channel came in time: count them, so that
+	// their nodes are not taken for stalled.
+	for drained := false; !drained; {
+		select {
+		case rp := <-o.r.ch:
+			o.count(rp)
+		default:
+			drained = true
+		}
+	}
 	for i := range o.votes {
 		if o.votes[i].Vote != votePending {
 			continue

@@ -18,6 +18,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -44,7 +45,7 @@ type Client struct {
 	// wg tracks every call in progress and every goroutine the Client
 	// starts: one per request in flight, the renewer, and the pub/sub
 	// connections. A request to a hung node may outlive the call that sent
-	// it, until go-redis gives up on its read (ReadTimeout, 3s by default).
+	// it, until go-redis gives up on its read (the client's ReadTimeout).
 	wg sync.WaitGroup
 
 	renewer  *renewer  // renews auto-extended locks
@@ -129,6 +130,12 @@ func (c *Client) Close() error {
 	return nil
 }
 
+func (c *Client) isClosed() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.closed
+}
+
 // enter registers a call, so that Close waits for it; the caller must call
 // c.wg.Done when it returns.
 func (c *Client) enter() error {
@@ -145,9 +152,10 @@ func (c *Client) enter() error {
 // attempts it waits a random delay within WithRetryDelay's range. There is no
 // fixed number of attempts: give ctx a deadline to bound the wait.
 //
-// On failure every node that may hold our token has been told to release it,
-// including the ones that did not answer, and the error matches
-// ErrNotAcquired; when ctx ended the wait, it also matches ctx.Err(). The
+// On failure every node that may hold our token is told to release it: the
+// ones that said yes or failed before Lock returns, and the ones that had
+// not answered as soon as they answer (a release sent earlier could overtake
+// the request it undoes). The error matches ErrNotAcquired; when ctx ended the wait, it also matches ctx.Err(). The
 // error is a *QuorumError that says what each node answered in the last
 // attempt. Bad options or an empty key give an error that wraps
 // ErrInvalidOption.
@@ -196,10 +204,11 @@ func (c *Client) acquire(ctx context.Context, key string, opts []Option, wait bo
 	var (
 		last *QuorumError
 		wt   *waiter // set once the first attempt failed
+		won  bool
 	)
 	defer func() {
 		if wt != nil {
-			c.waitlist.leave(wt)
+			c.waitlist.leave(wt, won)
 		}
 	}()
 	for attempt := 0; ; attempt++ {
@@ -208,6 +217,16 @@ func (c *Client) acquire(ctx context.Context, key string, opts []Option, wait bo
 		}
 		l, qerr := a.attempt(ctx, attempt == 0)
 		if l != nil {
+			if c.isClosed() {
+				// Close began during the attempt: the caller could not
+				// unlock, so release at once.
+				l.mu.Lock()
+				l.released = true
+				l.mu.Unlock()
+				_ = l.release(context.WithoutCancel(ctx))
+				return nil, a.abandon(last, ErrClosed)
+			}
+			won = true
 			l.start()
 			return l, nil
 		}
@@ -215,15 +234,19 @@ func (c *Client) acquire(ctx context.Context, key string, opts []Option, wait bo
 		if qerr.ctxErr != nil || !wait {
 			return nil, a.abandon(qerr, qerr.ctxErr)
 		}
-		if wt == nil {
+		if wt == nil && cfg.pubsub {
 			// Listen for the release, then try again at once: the holder
 			// may have released before the subscription took effect.
 			wt = c.waitlist.join(a.rkey)
 			continue
 		}
+		var wake <-chan struct{} // nil without pub/sub: never ready
+		if wt != nil {
+			wake = wt.wake
+		}
 		t := time.NewTimer(cfg.retryDelay())
 		select {
-		case <-wt.wake:
+		case <-wake:
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
@@ -301,6 +324,7 @@ func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumEr
 		}
 		if cfg.maxHold > 0 {
 			l.holdEnd = o.start.Add(cfg.maxHold)
+			l.capped = ttl < cfg.ttl
 		}
 		for i, v := range st.Nodes {
 			l.held[i] = v.Vote == VoteYes
@@ -411,7 +435,7 @@ func (a *acquisition) releaseOn(i int) {
 // caller's cancellation, so that a cancelled caller still cleans up.
 func (a *acquisition) rollback(ctx context.Context, on func(i int) bool) {
 	o := a.c.fanout(context.WithoutCancel(ctx), &spec{
-		op:      OpRollback,
+		op:      opRollback,
 		timeout: a.cfg.nodeTimeout,
 		waitAll: true,
 		skip:    a.reserve(on),
@@ -435,9 +459,13 @@ func (a *acquisition) rollback(ctx context.Context, on func(i int) bool) {
 // the ctx error when there is one.
 func (a *acquisition) abandon(last *QuorumError, ctxErr error) error {
 	if last == nil {
+		reason := "ended before any attempt"
+		if errors.Is(ctxErr, ErrClosed) {
+			reason = ""
+		}
 		return &QuorumError{
 			Stats:    Stats{Op: OpLock, Key: a.key, Quorum: a.c.quorum},
-			Reason:   "ctx ended before the first attempt",
+			Reason:   reason,
 			sentinel: ErrNotAcquired,
 			ctxErr:   ctxErr,
 		}

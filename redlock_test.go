@@ -221,9 +221,9 @@ func TestDriftAndValidityArithmetic(t *testing.T) {
 	require.Equal(t, 12*time.Millisecond, clockDrift(time.Second, 0.01))
 	require.Equal(t, 10*time.Second-300*time.Millisecond-102*time.Millisecond,
 		validity(10*time.Second, 300*time.Millisecond, 102*time.Millisecond))
-	require.Equal(t, 50*time.Millisecond, defaultNodeTimeout(10*time.Second))
+	require.Equal(t, 100*time.Millisecond, defaultNodeTimeout(10*time.Second))
 	require.Equal(t, 10*time.Millisecond, defaultNodeTimeout(100*time.Millisecond))
-	require.Equal(t, time.Millisecond, defaultNodeTimeout(5*time.Millisecond))
+	require.Equal(t, 2*time.Millisecond, defaultNodeTimeout(5*time.Millisecond))
 }
 
 // steppedClock reads the real time until armed; once armed, it returns t0
@@ -734,7 +734,7 @@ func TestConcurrentClientsNeverOverlap(t *testing.T) {
 			own[i] = redis.NewClient(&redis.Options{Addr: rc.(*redis.Client).Options().Addr})
 			t.Cleanup(func() { _ = own[i].Close() })
 		}
-		clients = append(clients, newClient(t, own, WithRetryDelay(time.Millisecond, 3*time.Millisecond)))
+		clients = append(clients, newClient(t, own, WithRetryDelay(time.Millisecond, 3*time.Millisecond), WithNodeTimeout(time.Second)))
 	}
 	var (
 		mu      sync.Mutex

@@ -1,0 +1,29 @@
+# make test is the one test command: the README documents it and .ci/run
+# runs it. Recipes are plain POSIX sh.
+
+GO = go
+
+.PHONY: test demo redis-server
+
+# test installs redis-server when it is missing, so the real-Redis
+# integration tests run rather than skip, then vets and runs every test
+# under the race detector.
+test: redis-server
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# demo runs the embedded demo: 5 in-process Redis nodes, two killed partway.
+demo:
+	$(GO) run ./cmd/redlock demo
+
+# redis-server installs redis-server with apt-get when neither PATH nor
+# REDIS_SERVER (which internal/redistest honours) provides one. It uses sudo
+# only when not root and sudo exists.
+redis-server:
+	@if [ -n "$${REDIS_SERVER:-}" ] || command -v redis-server >/dev/null 2>&1; then \
+		exit 0; \
+	fi; \
+	sudo=; \
+	if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo=sudo; fi; \
+	echo "redis-server not found: installing it with apt-get"; \
+	$$sudo apt-get update && $$sudo apt-get install -y redis-server
