@@ -21,9 +21,9 @@ import (
 // time: miniredis with ClockTTL, or real redis-servers.
 type lifecycleNodes struct {
 	clients []redis.UniversalClient
-	kill    func(i int)       // the node stops answering for good
-	keyOn   func(i int) bool  // the test key is on node i
-	drop    func(i int)       // delete the test key on node i, without a message
+	kill    func(i int)      // the node stops answering for good
+	keyOn   func(i int) bool // the test key is on node i
+	drop    func(i int)      // delete the test key on node i, without a message
 	key     string
 	mini    []*miniredis.Miniredis
 	real    []*redistest.Server
