@@ -1,19 +1,53 @@
--- acquire.lua takes a lock key for a token, or refreshes it when the key
--- already holds that same token (a leftover of this acquisition's earlier
--- attempt whose rollback did not reach the node).
+-- acquire.lua takes every lock key for an acquisition, or none of them: a
+-- node votes yes only when it took them all. A key that already holds this
+-- acquisition's token (a leftover of an earlier attempt whose rollback did
+-- not reach the node) counts as taken by us and gets a fresh TTL.
 --
--- KEYS[1]: the lock key.
+-- KEYS[1..n]:    the lock keys.
+-- KEYS[n+1..2n]: with fencing, the fence counter of each lock key.
 -- ARGV[1]: the token of this acquisition.
--- ARGV[2]: the TTL in milliseconds.
+-- ARGV[2]: the owner of a reentrant lock, or '' for a plain lock.
+-- ARGV[3]: the TTL in milliseconds.
+-- ARGV[4]: n, the number of lock keys.
+-- ARGV[5]: '1' with fencing, else '0'.
 --
--- Returns 1 when the key now holds ARGV[1], and 0 when another token holds it.
-local v = redis.call('GET', KEYS[1])
-if v == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+-- Returns 0 when a key is held by someone else. Otherwise 1, or with
+-- fencing the largest of the keys' new fence values (at least 1). A counter
+-- goes up by one; a counter that does not exist yet starts at the node's
+-- clock in microseconds, so that a node restarted empty, after the delay the
+-- Redlock spec asks for, still counts above every fence handed out before.
+local token, owner, ttl, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+for i = 1, n do
+  if not takeable(KEYS[i], token, owner) then
+    return 0
+  end
+end
+for i = 1, n do
+  if owner == '' then
+    redis.call('SET', KEYS[i], token, 'PX', ttl)
+  else
+    redis.call('HSET', KEYS[i], 'owner', owner, 't:' .. token, '1')
+    expireAtLeast(KEYS[i], ttl)
+  end
+end
+if ARGV[5] ~= '1' then
   return 1
 end
-if v == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
+local m = 0
+for i = n + 1, 2 * n do
+  local v
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    v = redis.call('INCR', KEYS[i])
+  else
+    -- Built as a string: Lua would print a number this large in
+    -- exponent form, which INCR could not read.
+    local t = redis.call('TIME')
+    local s = t[1] .. string.format('%06d', tonumber(t[2]))
+    redis.call('SET', KEYS[i], s)
+    v = tonumber(s)
+  end
+  if v > m then
+    m = v
+  end
 end
-return 0
+return m

@@ -226,3 +226,140 @@ func ExampleQuorumError() {
 	// ctx ended: false
 	// lock "nightly-report": 0 yes, quorum 3
 }
+
+// fencedStore is a store that remembers the largest fence it has seen and
+// rejects writes that carry a smaller one: the other half of fencing.
+type fencedStore struct {
+	highest uint64
+	value   string
+}
+
+var errStaleFence = errors.New("stale fence: a newer lock holder has written")
+
+func (s *fencedStore) Write(fence uint64, value string) error {
+	if fence < s.highest {
+		return errStaleFence
+	}
+	s.highest, s.value = fence, value
+	return nil
+}
+
+func ExampleLock_Fence() {
+	clients, stop := startNodes()
+	defer stop()
+	c, err := redlock.New(clients, redlock.WithFencing(true))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	store := &fencedStore{}
+
+	// A first holder takes the lock, then stalls (a long GC pause, say)
+	// past its validity without knowing it.
+	first, err := c.Lock(ctx, "invoice:42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = first.Unlock(ctx) // here: the lock moves on while it is paused
+
+	// A second holder takes the lock and writes.
+	second, err := c.Lock(ctx, "invoice:42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer second.Unlock(ctx)
+	fmt.Println("second holder's fence is larger:", second.Fence() > first.Fence())
+	fmt.Println("second writes:", store.Write(second.Fence(), "paid"))
+
+	// The first holder wakes up and writes with its old fence: rejected.
+	fmt.Println("first writes:", store.Write(first.Fence(), "unpaid"))
+	fmt.Println("value:", store.value)
+	// Output:
+	// second holder's fence is larger: true
+	// second writes: <nil>
+	// first writes: stale fence: a newer lock holder has written
+	// value: paid
+}
+
+func ExampleClient_Do() {
+	clients, stop := startNodes()
+	defer stop()
+	c, err := redlock.New(clients, redlock.WithTTL(5*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	// Do waits for the lock, keeps it alive while fn runs, and releases it
+	// after. fn's ctx is cancelled the moment the lock is lost.
+	err = c.Do(context.Background(), "nightly-report", func(ctx context.Context) error {
+		fmt.Println("generating the report under the lock")
+		return nil
+	})
+	switch {
+	case errors.Is(err, redlock.ErrNotAcquired):
+		fmt.Println("someone else is generating it")
+	case errors.Is(err, redlock.ErrLockLost):
+		fmt.Println("lost the lock part way: the report may be incomplete")
+	case err != nil:
+		fmt.Println("the report failed:", err)
+	default:
+		fmt.Println("done")
+	}
+	// Output:
+	// generating the report under the lock
+	// done
+}
+
+func ExampleLock_Done() {
+	clients, stop := startNodes()
+	defer stop()
+	c, err := redlock.New(clients, redlock.WithTTL(200*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	// Without auto-extension, Done closes when the validity runs out.
+	l, err := c.Lock(context.Background(), "short-job")
+	if err != nil {
+		log.Fatal(err)
+	}
+	work := time.After(time.Second) // longer than the lock lives
+	select {
+	case <-work:
+		fmt.Println("finished in time")
+	case <-l.Done():
+		fmt.Println("stopped:", errors.Is(l.Err(), redlock.ErrLockLost))
+	}
+	// Output:
+	// stopped: true
+}
+
+func ExampleClient_LockMulti() {
+	clients, stop := startNodes()
+	defer stop()
+	c, err := redlock.New(clients)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	// All or nothing: a transfer locks both accounts at once, so that two
+	// transfers in opposite directions cannot deadlock.
+	l, err := c.LockMulti(ctx, []string{"account:alice", "account:bob"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	fmt.Println("locked", l.Keys())
+
+	// A single-key lock on either account waits for it.
+	_, err = c.TryLock(ctx, "account:bob")
+	fmt.Println("bob alone:", errors.Is(err, redlock.ErrNotAcquired))
+	// Output:
+	// locked [account:alice account:bob]
+	// bob alone: true
+}

@@ -206,7 +206,7 @@ func TestRealPausedNodeDoesNotSlowAcquisition(t *testing.T) {
 
 func TestRealUnlockAndExtendAfterExpiryLeaveNewHolderAlone(t *testing.T) {
 	srv, _ := realNodes(t, 5)
-	clients := realClients(t, srv, 2, WithTTL(150*time.Millisecond))
+	clients := realClients(t, srv, 2, WithTTL(150*time.Millisecond), WithNodeTimeout(100*time.Millisecond))
 	a, b := clients[0], clients[1]
 	la, err := a.TryLock(t.Context(), "expiry")
 	require.NoError(t, err)

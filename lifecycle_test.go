@@ -67,8 +67,10 @@ func forEachBackend(t *testing.T, key string, fn func(t *testing.T, n *lifecycle
 
 func TestAutoExtendHoldsForFiveTTLs(t *testing.T) {
 	forEachBackend(t, "auto-extend", func(t *testing.T, n *lifecycleNodes) {
-		const ttl = 150 * time.Millisecond
-		c := newClient(t, n.clients, WithTTL(ttl))
+		// The node timeout is far above a loaded machine's round trip: this
+		// test is about renewal, not about slow nodes.
+		const ttl = 400 * time.Millisecond
+		c := newClient(t, n.clients, WithTTL(ttl), WithNodeTimeout(100*time.Millisecond))
 		l, err := c.Lock(t.Context(), n.key, WithAutoExtend(true))
 		require.NoError(t, err)
 		first := l.Until()
@@ -220,7 +222,7 @@ func TestDoTellsNotAcquiredFromLost(t *testing.T) {
 
 func TestDoneClosesAtUntilWithoutAutoExtend(t *testing.T) {
 	_, cs := minis(t, 5)
-	c := newClient(t, cs, WithTTL(80*time.Millisecond))
+	c := newClient(t, cs, WithTTL(80*time.Millisecond), WithNodeTimeout(40*time.Millisecond))
 	l, err := c.TryLock(t.Context(), "expires")
 	require.NoError(t, err)
 	require.NoError(t, l.Err())
@@ -243,15 +245,16 @@ func TestDoneClosesAtUntilWithoutAutoExtend(t *testing.T) {
 
 func TestMaxHoldIsHonoured(t *testing.T) {
 	forEachBackend(t, "max-hold", func(t *testing.T, n *lifecycleNodes) {
-		const ttl, maxHold = 100 * time.Millisecond, 350 * time.Millisecond
-		c := newClient(t, n.clients, WithTTL(ttl))
+		const ttl, maxHold = 200 * time.Millisecond, 700 * time.Millisecond
+		c := newClient(t, n.clients, WithTTL(ttl), WithNodeTimeout(50*time.Millisecond))
 		start := time.Now()
 		l, err := c.Lock(t.Context(), n.key, WithAutoExtend(true), WithMaxHold(maxHold))
 		require.NoError(t, err)
+		returned := time.Now() // the hold started between start and returned
 		<-l.Done()
 		require.ErrorIs(t, l.Err(), ErrLockLost)
 		require.ErrorIs(t, l.Err(), ErrMaxHold)
-		require.False(t, l.Until().After(start.Add(maxHold)), "Until %v is past the max hold", l.Until().Sub(start))
+		require.False(t, l.Until().After(returned.Add(maxHold)), "Until %v is past the max hold", l.Until().Sub(start))
 		require.True(t, l.Until().After(start.Add(2*ttl)), "renewals stopped early: held %v", l.Until().Sub(start))
 		require.ErrorIs(t, l.Extend(t.Context()), ErrNotHeld)
 		// The keys run out with the hold on the nodes as well.
@@ -425,7 +428,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	for _, m := range ms {
 		m.ClockTTL(true)
 	}
-	c, err := New(cs, WithTTL(200*time.Millisecond))
+	c, err := New(cs, WithTTL(200*time.Millisecond), WithNodeTimeout(100*time.Millisecond))
 	require.NoError(t, err)
 	l, err := c.Lock(t.Context(), "leak", WithAutoExtend(true))
 	require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -14,9 +15,9 @@ import (
 type Lock struct {
 	c        *Client
 	cfg      *config
-	key      string // as given
-	rkey     string // the Redis key: prefix + key
-	token    string
+	keys     []string // as given
+	t        *target
+	fence    uint64
 	acquired time.Time     // start of the round that acquired it
 	holdEnd  time.Time     // acquired + max hold; zero when uncapped
 	done     chan struct{} // closed when the lock ends
@@ -35,12 +36,33 @@ type Lock struct {
 	renewal *renewal
 }
 
-// Key returns the key the lock was acquired on, without the key prefix.
-func (l *Lock) Key() string { return l.key }
+// Key returns the key the lock was acquired on, without the key prefix. For
+// a multi-key lock it is the first of Keys.
+func (l *Lock) Key() string { return l.keys[0] }
+
+// Keys returns the keys the lock holds, as given, without the key prefix.
+func (l *Lock) Keys() []string { return slices.Clone(l.keys) }
+
+// name is how errors and Stats name the lock: its keys, joined by commas.
+func (l *Lock) name() string {
+	if len(l.keys) == 1 {
+		return l.keys[0]
+	}
+	return strings.Join(l.keys, ",")
+}
 
 // Token returns the random token that marks this acquisition on the nodes: a
 // fresh UUID for each Lock or TryLock call.
-func (l *Lock) Token() string { return l.token }
+func (l *Lock) Token() string { return l.t.token }
+
+// Owner returns the owner given with WithOwner, or "" for a plain lock.
+func (l *Lock) Owner() string { return l.t.owner }
+
+// Fence returns the lock's fencing token when it was acquired WithFencing,
+// and 0 otherwise. It is larger than the fence of every earlier holder of
+// any of the lock's keys: pass it to the store the lock protects, and have
+// the store reject writes that carry a smaller fence than one it has seen.
+func (l *Lock) Fence() uint64 { return l.fence }
 
 // Until returns the end of the lock's validity on the local clock: the start
 // of the round that acquired (or last extended) it, plus the TTL, minus the
@@ -96,7 +118,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
-		return &QuorumError{Stats: Stats{Op: OpUnlock, Key: l.key, Quorum: c.quorum}, Reason: "already unlocked", sentinel: ErrNotHeld}
+		return &QuorumError{Stats: Stats{Op: OpUnlock, Key: l.name(), Quorum: c.quorum}, Reason: "already unlocked", sentinel: ErrNotHeld}
 	}
 	l.released = true
 	l.mu.Unlock()
@@ -109,17 +131,16 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // call of the Client.
 func (l *Lock) release(ctx context.Context) error {
 	c := l.c
-	channel := releaseChannel(l.rkey)
 	o := c.fanout(ctx, &spec{
 		op:      OpUnlock,
 		quorum:  c.quorum,
 		timeout: l.cfg.nodeTimeout,
-		req: func(ctx context.Context, n *node) (bool, error) {
-			return n.release(ctx, l.rkey, l.token, channel)
+		req: func(ctx context.Context, n *node) (int64, error) {
+			return n.release(ctx, l.t, releasePrefix)
 		},
 	})
 	o.finish(nil)
-	st := o.stats(OpUnlock, l.key, c.quorum)
+	st := o.stats(OpUnlock, l.name(), c.quorum)
 	l.mu.Lock()
 	l.stats = st
 	l.mu.Unlock()
@@ -150,7 +171,7 @@ func (l *Lock) Extend(ctx context.Context) error {
 	until, released := l.until, l.released
 	l.mu.Unlock()
 	fail := func(reason string) error {
-		return &QuorumError{Stats: Stats{Op: OpExtend, Key: l.key, Quorum: c.quorum}, Reason: reason, sentinel: ErrNotHeld}
+		return &QuorumError{Stats: Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum}, Reason: reason, sentinel: ErrNotHeld}
 	}
 	if released {
 		return fail("already unlocked")
@@ -161,7 +182,7 @@ func (l *Lock) Extend(ctx context.Context) error {
 	}
 	ttl, ok := l.extendTTL(start)
 	if !ok {
-		return fmt.Errorf("%w: %w: lock %q cannot be held past %v", ErrNotHeld, ErrMaxHold, l.key, l.holdEnd.Sub(l.acquired))
+		return fmt.Errorf("%w: %w: lock %q cannot be held past %v", ErrNotHeld, ErrMaxHold, l.name(), l.holdEnd.Sub(l.acquired))
 	}
 	if err := c.enter(); err != nil {
 		return err
@@ -176,12 +197,12 @@ func (l *Lock) Extend(ctx context.Context) error {
 		op:      OpExtend,
 		quorum:  c.quorum,
 		timeout: timeout,
-		req: func(ctx context.Context, n *node) (bool, error) {
-			return n.extend(ctx, l.rkey, l.token, ttl)
+		req: func(ctx context.Context, n *node) (int64, error) {
+			return n.extend(ctx, l.t, ttl)
 		},
 	})
 	o.finish(nil)
-	st := o.stats(OpExtend, l.key, c.quorum)
+	st := o.stats(OpExtend, l.name(), c.quorum)
 	st.Drift = clockDrift(ttl, cfg.driftFactor)
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -11,18 +12,49 @@ import (
 )
 
 var (
+	//go:embed holds.lua
+	holdsLua string
+
 	//go:embed acquire.lua
 	acquireLua    string
-	acquireScript = redis.NewScript(acquireLua)
+	acquireScript = redis.NewScript(holdsLua + acquireLua)
 
 	//go:embed release.lua
 	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
+	releaseScript = redis.NewScript(holdsLua + releaseLua)
 
 	//go:embed extend.lua
 	extendLua    string
-	extendScript = redis.NewScript(extendLua)
+	extendScript = redis.NewScript(holdsLua + extendLua)
+
+	//go:embed fence.lua
+	fenceLua    string
+	fenceScript = redis.NewScript(holdsLua + fenceLua)
 )
+
+// target is what one acquisition holds on every node: its keys, token, and
+// owner. It is never changed once built.
+type target struct {
+	rkeys []string // the Redis keys: prefix + keys as given
+	token string
+	owner string   // "" for a plain lock
+	fence []string // the keys' fence counters; nil without fencing
+}
+
+// scriptKeys returns the lock keys, followed by the fence counters when there
+// are any.
+func (t *target) scriptKeys() []string {
+	if t.fence == nil {
+		return t.rkeys
+	}
+	return append(slices.Clip(t.rkeys), t.fence...)
+}
+
+// plainSingle reports whether the target has the standard wire layout: one
+// plain key, no fence counter.
+func (t *target) plainSingle() bool {
+	return len(t.rkeys) == 1 && t.owner == "" && t.fence == nil
+}
 
 // node is one independent Redis master. It is safe for concurrent use.
 type node struct {
@@ -61,27 +93,43 @@ func serverID(c redis.UniversalClient) (id string, ok bool) {
 	return "", false
 }
 
-// acquire votes on key for token. The first attempt of an acquisition uses a
-// plain SET NX PX, the wire layout that redsync and the reference clients
-// share: a fresh token cannot already be on the node. Later attempts use the
-// script, which also counts a leftover of our own token as a yes.
-func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration, first bool) (bool, error) {
-	if first {
-		return n.client.SetNX(ctx, key, token, ttl).Result()
+// acquire votes on the target's keys. It returns 0 when another holder has
+// one of them, and otherwise 1, or with fencing the largest new fence value.
+//
+// The first attempt of a plain one-key acquisition is a plain SET NX PX, the
+// wire layout that redsync and the reference clients share: a fresh token
+// cannot already be on the node. Every other case runs acquire.lua, which
+// also counts a leftover of our own token as taken by us.
+func (n *node) acquire(ctx context.Context, t *target, ttl time.Duration, first bool) (int64, error) {
+	if first && t.plainSingle() {
+		ok, err := n.client.SetNX(ctx, t.rkeys[0], t.token, ttl).Result()
+		if ok {
+			return 1, err
+		}
+		return 0, err
 	}
-	v, err := acquireScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int64()
-	return v == 1, err
+	fence := "0"
+	if t.fence != nil {
+		fence = "1"
+	}
+	return acquireScript.Run(ctx, n.client, t.scriptKeys(),
+		t.token, t.owner, ttl.Milliseconds(), len(t.rkeys), fence).Int64()
 }
 
-// release deletes key when it still holds token, and announces it on
-// channel unless channel is empty.
-func (n *node) release(ctx context.Context, key, token, channel string) (bool, error) {
-	v, err := releaseScript.Run(ctx, n.client, []string{key}, token, channel).Int64()
-	return v == 1, err
+// release releases the target's keys where they hold its token, announcing
+// each release on a channel named channelPrefix+key unless channelPrefix is
+// empty. It returns 1 when every key held the token.
+func (n *node) release(ctx context.Context, t *target, channelPrefix string) (int64, error) {
+	return releaseScript.Run(ctx, n.client, t.rkeys, t.token, t.owner, channelPrefix).Int64()
 }
 
-// extend resets the TTL of key when it still holds token.
-func (n *node) extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	v, err := extendScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int64()
-	return v == 1, err
+// extend resets the TTL of the target's keys when they all hold its token.
+func (n *node) extend(ctx context.Context, t *target, ttl time.Duration) (int64, error) {
+	return extendScript.Run(ctx, n.client, t.rkeys, t.token, t.owner, ttl.Milliseconds()).Int64()
+}
+
+// writeFence raises the target's fence counters to at least m while the node
+// holds its keys.
+func (n *node) writeFence(ctx context.Context, t *target, m int64) (int64, error) {
+	return fenceScript.Run(ctx, n.client, t.scriptKeys(), t.token, t.owner, m, len(t.rkeys)).Int64()
 }

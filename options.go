@@ -30,6 +30,12 @@ type config struct {
 	autoExtend  bool
 	maxHold     time.Duration // 0: no cap
 	pubsub      bool
+	fencing     bool
+	owner       string
+
+	// noFenceWriteBack skips the fence write-back; tests use it to show
+	// that the fence can go backwards without it.
+	noFenceWriteBack bool
 
 	// nodeTimeoutSet records that the user chose the node timeout, so that a
 	// per-call WithTTL does not replace it with one derived from the new TTL.
@@ -105,6 +111,34 @@ func (c *config) acquireTTL() time.Duration {
 // not allowed. Unlock always announces releases.
 func WithPubSub(enabled bool) Option {
 	return func(c *config) { c.pubsub = enabled }
+}
+
+// WithFencing hands out a fencing token with each lock: Lock.Fence returns a
+// number that is larger than that of every earlier holder of the key, so that
+// a store can reject the writes of a holder that lost the lock without
+// knowing it (a process pause, a slow network). It costs one more round
+// trip per acquisition, and a counter per key on each node that never
+// expires; see docs/FENCING.md for the persistence it needs. The default is
+// off.
+func WithFencing(enabled bool) Option {
+	return func(c *config) { c.fencing = enabled }
+}
+
+// WithOwner makes the lock reentrant for an owner: a Lock call with an owner
+// id that already holds the key succeeds at once, and adds one to a hold
+// count kept on the nodes; each Unlock takes one away, and the key is
+// released when none is left. Two processes that share the owner id share the
+// lock. A different owner, or a plain lock, is blocked as usual. An owner
+// lock is kept on each node as a hash, not the plain string of other locks.
+// The default, "", is a plain lock.
+func WithOwner(id string) Option {
+	return func(c *config) { c.owner = id }
+}
+
+// withoutFenceWriteBack is a test-only switch that skips the fence
+// write-back.
+func withoutFenceWriteBack() Option {
+	return func(c *config) { c.noFenceWriteBack = true }
 }
 
 // apply returns base changed by opts, resolved and validated.

@@ -2,26 +2,31 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
+// releasePrefix starts the name of every release channel.
+const releasePrefix = "redlock:released:"
+
 // releaseChannel is the pub/sub channel on which Unlock announces the release
 // of a Redis key. Waiters subscribe to it to retry at once.
-func releaseChannel(rkey string) string { return "redlock:released:" + rkey }
+func releaseChannel(rkey string) string { return releasePrefix + rkey }
 
 // waitlist wakes a Client's waiting Lock calls when their key is released. It
 // holds one subscription connection per node, shared by all waiters, and
 // subscribes each node to a key's channel while at least one waiter of this
 // Client waits on that key.
 //
-// A release is announced on every node, so a waiter learns of it even when
-// some nodes are down; the copies are told apart by the released token, and
-// each release wakes one waiter of the Client, the one that has waited
-// longest. Waking them all would only have them race each other and split
-// the votes. Messages can be lost, and holders can expire instead of
+// A release is announced by every node that deleted the key, so a waiter
+// learns of it even when some nodes are down. The copies are told apart by
+// the released token, and a release wakes one waiter of the Client, the one
+// that has waited longest, once a quorum of nodes announced it: before that,
+// the key is still held on too many nodes for a retry to win. Waking every
+// waiter would only have them race each other and split the votes. Messages can be lost, and holders can expire instead of
 // unlocking, so waiters keep their jittered retry delay as a fallback.
 type waitlist struct {
 	c *Client
@@ -35,12 +40,15 @@ type waitlist struct {
 // keyWaiters are the waiters on one channel, oldest first.
 type keyWaiters struct {
 	queue []*waiter
-	last  string // the last release seen, so its copies wake no one
+	last  string // the token of the last release announced
+	from  []bool // the nodes that announced it
+	count int    // how many did
 }
 
-// waiter is one waiting Lock call.
+// waiter is one waiting Lock call. A multi-key lock waits on the channel of
+// each of its keys.
 type waiter struct {
-	ch      string
+	chans   []string
 	wake    chan struct{} // buffered 1
 	removed bool          // guarded by waitlist.mu
 }
@@ -49,8 +57,9 @@ type waiter struct {
 // sends SUBSCRIBE and UNSUBSCRIBE, so that a hung node never blocks a
 // waiter; its reader goroutine dispatches the messages.
 type nodeSub struct {
-	ps  *redis.PubSub
-	ops chan subOp
+	node int
+	ps   *redis.PubSub
+	ops  chan subOp
 }
 
 type subOp struct {
@@ -62,9 +71,12 @@ func newWaitlist(c *Client) *waitlist {
 	return &waitlist{c: c, keys: make(map[string]*keyWaiters)}
 }
 
-// join adds a waiter for rkey. The caller must call leave.
-func (w *waitlist) join(rkey string) *waiter {
-	wt := &waiter{ch: releaseChannel(rkey), wake: make(chan struct{}, 1)}
+// join adds a waiter for the keys. The caller must call leave.
+func (w *waitlist) join(rkeys []string) *waiter {
+	wt := &waiter{chans: make([]string, len(rkeys)), wake: make(chan struct{}, 1)}
+	for i, rk := range rkeys {
+		wt.chans[i] = releaseChannel(rk)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.close {
@@ -73,13 +85,15 @@ func (w *waitlist) join(rkey string) *waiter {
 	if w.subs == nil {
 		w.startLocked()
 	}
-	kw := w.keys[wt.ch]
-	if kw == nil {
-		kw = &keyWaiters{}
-		w.keys[wt.ch] = kw
-		w.sendLocked(subOp{subscribe: true, ch: wt.ch})
+	for _, ch := range wt.chans {
+		kw := w.keys[ch]
+		if kw == nil {
+			kw = &keyWaiters{}
+			w.keys[ch] = kw
+			w.sendLocked(subOp{subscribe: true, ch: ch})
+		}
+		kw.queue = append(kw.queue, wt)
 	}
-	kw.queue = append(kw.queue, wt)
 	return wt
 }
 
@@ -92,23 +106,23 @@ func (w *waitlist) leave(wt *waiter, won bool) {
 		return
 	}
 	wt.removed = true
-	kw := w.keys[wt.ch]
-	if kw == nil {
-		return
-	}
-	for i, x := range kw.queue {
-		if x == wt {
-			kw.queue = append(kw.queue[:i], kw.queue[i+1:]...)
-			break
+	woken := !won && len(wt.wake) > 0
+	for _, ch := range wt.chans {
+		kw := w.keys[ch]
+		if kw == nil {
+			continue
 		}
-	}
-	if !won && len(wt.wake) > 0 {
-		wakeFirst(kw.queue)
-	}
-	if len(kw.queue) == 0 {
-		delete(w.keys, wt.ch)
-		if !w.close {
-			w.sendLocked(subOp{subscribe: false, ch: wt.ch})
+		if i := slices.Index(kw.queue, wt); i >= 0 {
+			kw.queue = slices.Delete(kw.queue, i, i+1)
+		}
+		if woken {
+			wakeFirst(kw.queue)
+		}
+		if len(kw.queue) == 0 {
+			delete(w.keys, ch)
+			if !w.close {
+				w.sendLocked(subOp{subscribe: false, ch: ch})
+			}
 		}
 	}
 }
@@ -120,7 +134,8 @@ func (w *waitlist) startLocked() {
 	w.subs = make([]*nodeSub, len(c.nodes))
 	for i, n := range c.nodes {
 		ns := &nodeSub{
-			ps:  n.client.Subscribe(context.Background()),
+			node: i,
+			ps:   n.client.Subscribe(context.Background()),
 			ops: make(chan subOp, 64),
 		}
 		w.subs[i] = ns
@@ -177,20 +192,29 @@ func (w *waitlist) read(ns *nodeSub) {
 				continue
 			}
 		}
-		w.dispatch(msg.Channel, msg.Payload)
+		w.dispatch(msg.Channel, msg.Payload, ns.node)
 	}
 }
 
-// dispatch wakes the oldest waiter on a channel, once per release.
-func (w *waitlist) dispatch(ch, released string) {
+// dispatch counts one node's announcement of a release, and wakes the oldest
+// waiter on the channel when a quorum of nodes has announced it.
+func (w *waitlist) dispatch(ch, released string, node int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	kw := w.keys[ch]
-	if kw == nil || kw.last == released {
+	if kw == nil {
 		return
 	}
-	kw.last = released
-	wakeFirst(kw.queue)
+	if kw.last != released || kw.from == nil {
+		kw.last, kw.from, kw.count = released, make([]bool, len(w.c.nodes)), 0
+	}
+	if kw.from[node] {
+		return
+	}
+	kw.from[node] = true
+	if kw.count++; kw.count == w.c.quorum {
+		wakeFirst(kw.queue)
+	}
 }
 
 // wakeFirst wakes the oldest waiter that is not already woken.

@@ -89,13 +89,17 @@ type Stats struct {
 // reply is one node's answer to one request.
 type reply struct {
 	i   int
-	ok  bool
+	val int64 // what the script returned: 0 for no, above 0 for yes
 	err error
 	lat time.Duration
 }
 
-// request is what a round sends to one node.
-type request func(ctx context.Context, n *node) (bool, error)
+// yes reports a yes vote.
+func (rp reply) yes() bool { return rp.err == nil && rp.val > 0 }
+
+// request is what a round sends to one node. It returns 0 for a no and a
+// positive value for a yes.
+type request func(ctx context.Context, n *node) (int64, error)
 
 // round is one fan-out of a request to the nodes. Replies that arrive
 // before the round is decided go to ch; a reply that arrives after it goes to
@@ -136,7 +140,8 @@ type spec struct {
 type outcome struct {
 	r     *round
 	votes []NodeVote
-	got   []bool // the node's reply was gathered
+	got   []bool  // the node's reply was gathered
+	vals  []int64 // the gathered replies' values
 	yes   int
 	no    int
 	start time.Time
@@ -159,6 +164,7 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 		r:     &round{ch: make(chan reply, n), stalled: make([]bool, n)},
 		votes: make([]NodeVote, n),
 		got:   make([]bool, n),
+		vals:  make([]int64, n),
 	}
 	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sp.timeout)
 	wasStalled := make([]bool, n)
@@ -225,8 +231,8 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 // the round's late handler once the round has been decided.
 func (c *Client) send(ctx context.Context, r *round, n *node, start time.Time, req request) {
 	defer c.wg.Done()
-	ok, err := req(ctx, n)
-	rp := reply{i: n.index, ok: ok, err: err, lat: c.now().Sub(start)}
+	val, err := req(ctx, n)
+	rp := reply{i: n.index, val: val, err: err, lat: c.now().Sub(start)}
 	// The last request of the round to end releases the shared context;
 	// the gatherer may have returned long before.
 	if r.left.Add(-1) == 0 {
@@ -250,12 +256,13 @@ func (c *Client) send(ctx context.Context, r *round, n *node, start time.Time, r
 
 func (o *outcome) count(rp reply) {
 	o.got[rp.i] = true
+	o.vals[rp.i] = rp.val
 	v := &o.votes[rp.i]
 	v.Latency = rp.lat
 	switch {
 	case rp.err != nil:
 		v.Vote, v.Err = VoteFailed, rp.err
-	case rp.ok:
+	case rp.val > 0:
 		v.Vote = VoteYes
 		o.yes++
 	default:

@@ -21,10 +21,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -160,13 +160,13 @@ func (c *Client) enter() error {
 // attempt. Bad options or an empty key give an error that wraps
 // ErrInvalidOption.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return c.acquire(ctx, key, opts, true)
+	return c.acquire(ctx, []string{key}, opts, true)
 }
 
 // TryLock makes exactly one attempt to acquire the lock on key. On failure it
 // behaves as Lock does, and returns an error that matches ErrNotAcquired.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return c.acquire(ctx, key, opts, false)
+	return c.acquire(ctx, []string{key}, opts, false)
 }
 
 // config returns the settings for one call.
@@ -181,11 +181,12 @@ func (c *Client) config(opts []Option) (*config, error) {
 	return &cfg, nil
 }
 
-func (c *Client) acquire(ctx context.Context, key string, opts []Option, wait bool) (*Lock, error) {
-	if key == "" {
-		return nil, fmt.Errorf("%w: key must not be empty", ErrInvalidOption)
-	}
+func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait bool) (*Lock, error) {
 	cfg, err := c.config(opts)
+	if err != nil {
+		return nil, err
+	}
+	t, err := c.target(keys, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -194,12 +195,11 @@ func (c *Client) acquire(ctx context.Context, key string, opts []Option, wait bo
 	}
 	defer c.wg.Done()
 	a := &acquisition{
-		c:     c,
-		cfg:   cfg,
-		key:   key,
-		rkey:  cfg.keyPrefix + key,
-		token: uuid.NewString(),
-		busy:  make([]int, len(c.nodes)),
+		c:    c,
+		cfg:  cfg,
+		keys: keys,
+		t:    t,
+		busy: make([]int, len(c.nodes)),
 	}
 	var (
 		last *QuorumError
@@ -237,7 +237,7 @@ func (c *Client) acquire(ctx context.Context, key string, opts []Option, wait bo
 		if wt == nil && cfg.pubsub {
 			// Listen for the release, then try again at once: the holder
 			// may have released before the subscription took effect.
-			wt = c.waitlist.join(a.rkey)
+			wt = c.waitlist.join(t.rkeys)
 			continue
 		}
 		var wake <-chan struct{} // nil without pub/sub: never ready
@@ -271,11 +271,10 @@ func (c *config) retryDelay() time.Duration {
 // attempts. It is shared by the call and the node goroutines its attempts
 // started, which may answer after their attempt was decided.
 type acquisition struct {
-	c     *Client
-	cfg   *config
-	key   string // as given
-	rkey  string // the Redis key: prefix + key
-	token string
+	c    *Client
+	cfg  *config
+	keys []string // as given
+	t    *target
 
 	mu sync.Mutex
 	// busy counts, per node, this acquisition's requests in flight. An
@@ -287,35 +286,61 @@ type acquisition struct {
 	lock *Lock
 }
 
-// attempt runs one round of acquisition. It returns the lock when the round
-// won, or the round's error otherwise.
+// attempt runs one round of acquisition, and with fencing the write-back
+// round. It returns the lock when it won, or the error otherwise.
 func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumError) {
-	c, cfg := a.c, a.cfg
+	c, cfg, t := a.c, a.cfg, a.t
 	ttl := cfg.acquireTTL()
 	o := c.fanout(ctx, &spec{
 		op:      OpLock,
 		quorum:  c.quorum,
 		timeout: cfg.nodeTimeout,
 		skip:    a.reserve(func(int) bool { return true }),
-		req: func(ctx context.Context, n *node) (bool, error) {
-			return n.acquire(ctx, a.rkey, a.token, ttl, first)
+		req: func(ctx context.Context, n *node) (int64, error) {
+			return n.acquire(ctx, t, ttl, first)
 		},
 	})
 	a.free(o)
 
-	st := o.stats(OpLock, a.key, c.quorum)
+	st := o.stats(OpLock, strings.Join(a.keys, ","), c.quorum)
 	st.Drift = clockDrift(ttl, cfg.driftFactor)
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 	// The lock needs both: a quorum, and time left to use it.
 	won := o.yes >= c.quorum && st.Validity > 0 && o.ctxErr == nil
+	reason := ""
+	if o.yes >= c.quorum && o.ctxErr == nil && !won {
+		reason = "no validity left"
+	}
+
+	var fence int64
+	if won && t.fence != nil {
+		// The fence is the largest counter the quorum returned. It is
+		// handed out only once a quorum has raised its counters to it, so
+		// that every later quorum, which must meet this one, counts past
+		// it.
+		for i, v := range st.Nodes {
+			if v.Vote == VoteYes {
+				fence = max(fence, o.vals[i])
+			}
+		}
+		if !cfg.noFenceWriteBack {
+			var ctxErr error
+			if won, ctxErr = a.writeFence(ctx, fence, o.start, ttl, &st); !won {
+				reason = "fence not written back to a quorum"
+				if ctxErr != nil {
+					o.ctxErr = ctxErr
+				}
+			}
+		}
+	}
 
 	if won {
 		l := &Lock{
 			c:        c,
 			cfg:      cfg,
-			key:      a.key,
-			rkey:     a.rkey,
-			token:    a.token,
+			keys:     a.keys,
+			t:        t,
+			fence:    uint64(fence),
 			acquired: o.start,
 			done:     make(chan struct{}),
 			until:    o.start.Add(ttl - st.Drift),
@@ -357,11 +382,30 @@ func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumEr
 			a.late(rp)
 		}()
 	}
-	qerr := &QuorumError{Stats: st, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
-	if o.yes >= c.quorum && o.ctxErr == nil {
-		qerr.Reason = "no validity left"
+	return nil, &QuorumError{Stats: st, Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
+}
+
+// writeFence runs the fence write-back round of an attempt that reached its
+// quorum, and says whether it reached a quorum too, within the validity. It
+// updates st's elapsed time and validity to include the round.
+func (a *acquisition) writeFence(ctx context.Context, fence int64, start time.Time, ttl time.Duration, st *Stats) (bool, error) {
+	c, t := a.c, a.t
+	o := c.fanout(ctx, &spec{
+		op:      OpLock,
+		quorum:  c.quorum,
+		timeout: a.cfg.nodeTimeout,
+		skip:    a.reserve(func(int) bool { return true }),
+		req: func(ctx context.Context, n *node) (int64, error) {
+			return n.writeFence(ctx, t, fence)
+		},
+	})
+	a.free(o)
+	for _, rp := range o.finish(a.freeLate) {
+		a.freeLate(rp)
 	}
-	return nil, qerr
+	st.Elapsed = o.end.Sub(start)
+	st.Validity = validity(ttl, st.Elapsed, st.Drift)
+	return o.yes >= c.quorum && st.Validity > 0 && o.ctxErr == nil, o.ctxErr
 }
 
 // reserve marks busy the chosen nodes that have no request of this
@@ -410,12 +454,17 @@ func (a *acquisition) late(rp reply) {
 	case l != nil && l.isReleased():
 		a.releaseOn(rp.i)
 	case l != nil:
-		if rp.ok && rp.err == nil {
+		if rp.yes() {
 			l.markHeld(rp.i)
 		}
-	case rp.ok || rp.err != nil:
+	case rp.yes() || rp.err != nil:
 		a.releaseOn(rp.i)
 	}
+	a.freeLate(rp)
+}
+
+// freeLate frees the node of a reply that came after its round.
+func (a *acquisition) freeLate(rp reply) {
 	a.mu.Lock()
 	a.busy[rp.i]--
 	a.mu.Unlock()
@@ -427,7 +476,7 @@ func (a *acquisition) late(rp reply) {
 func (a *acquisition) releaseOn(i int) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.nodeTimeout)
 	defer cancel()
-	_, _ = a.c.nodes[i].release(ctx, a.rkey, a.token, "")
+	_, _ = a.c.nodes[i].release(ctx, a.t, "")
 }
 
 // rollback tells the chosen nodes to release our token and waits, bounded by
@@ -439,19 +488,14 @@ func (a *acquisition) rollback(ctx context.Context, on func(i int) bool) {
 		timeout: a.cfg.nodeTimeout,
 		waitAll: true,
 		skip:    a.reserve(on),
-		req: func(ctx context.Context, n *node) (bool, error) {
-			return n.release(ctx, a.rkey, a.token, "")
+		req: func(ctx context.Context, n *node) (int64, error) {
+			return n.release(ctx, a.t, "")
 		},
 	})
 	a.free(o)
 	// A rollback that answers late only has to free its node.
-	freeLate := func(rp reply) {
-		a.mu.Lock()
-		a.busy[rp.i]--
-		a.mu.Unlock()
-	}
-	for _, rp := range o.finish(freeLate) {
-		freeLate(rp)
+	for _, rp := range o.finish(a.freeLate) {
+		a.freeLate(rp)
 	}
 }
 
@@ -464,7 +508,7 @@ func (a *acquisition) abandon(last *QuorumError, ctxErr error) error {
 			reason = ""
 		}
 		return &QuorumError{
-			Stats:    Stats{Op: OpLock, Key: a.key, Quorum: a.c.quorum},
+			Stats:    Stats{Op: OpLock, Key: strings.Join(a.keys, ","), Quorum: a.c.quorum},
 			Reason:   reason,
 			sentinel: ErrNotAcquired,
 			ctxErr:   ctxErr,

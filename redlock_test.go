@@ -516,16 +516,14 @@ func TestLockStopsWhenCtxEnds(t *testing.T) {
 	_, err = c.Lock(ctx, "ctx")
 	require.ErrorIs(t, err, ErrNotAcquired)
 	require.ErrorIs(t, err, context.Canceled)
-	for _, m := range ms {
-		got, _ := m.Get("ctx")
-		require.Equal(t, holder.Token(), got)
-	}
+	eventually(t, ms, "ctx", holder.Token())
 }
 
 func TestRetryCountsOwnLeftoverAsYes(t *testing.T) {
 	ms, cs := minis(t, 5)
 	c := newClient(t, cs)
-	a := &acquisition{c: c, cfg: &c.cfg, key: "leftover", rkey: "leftover", token: "our-token", busy: make([]int, 5)}
+	tg := &target{rkeys: []string{"leftover"}, token: "our-token"}
+	a := &acquisition{c: c, cfg: &c.cfg, keys: []string{"leftover"}, t: tg, busy: make([]int, 5)}
 	// A failed rollback left our token on two nodes.
 	require.NoError(t, ms[0].Set("leftover", "our-token"))
 	require.NoError(t, ms[1].Set("leftover", "our-token"))

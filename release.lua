@@ -1,20 +1,36 @@
--- release.lua deletes a lock key only while it still holds our token, so it
--- never deletes another holder's key. When it deletes, and a channel is
--- given, it announces the release there, so that waiters retry at once.
+-- release.lua releases an acquisition's lock keys, only where they still
+-- hold its token, so it never deletes another holder's key. A plain key is
+-- deleted; an owner lock loses this acquisition's field, and is deleted when
+-- no acquisition of the owner is left. Each deleted key is announced on its
+-- release channel, so that waiters retry at once.
 --
--- KEYS[1]: the lock key.
+-- KEYS[1..n]: the lock keys.
 -- ARGV[1]: the token of the acquisition that releases.
--- ARGV[2]: optional; the channel to publish the release on. The message is
---          the released token, which lets a subscriber of several nodes
---          tell copies of one release from the next release.
+-- ARGV[2]: the owner of a reentrant lock, or '' for a plain lock.
+-- ARGV[3]: the prefix of the release channels, or '' to announce nothing.
+--          The message is the released token, which lets a subscriber of
+--          several nodes tell copies of one release from the next release.
 --
--- Returns 1 when the key was deleted, and 0 when it held another token or
--- was missing.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  if ARGV[2] and ARGV[2] ~= '' then
-    redis.call('PUBLISH', ARGV[2], ARGV[1])
+-- Returns 1 when every key held the acquisition, else 0. The keys that did
+-- hold it are released either way.
+local token, owner, prefix = ARGV[1], ARGV[2], ARGV[3]
+local all = 1
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  if holds(key, token, owner) then
+    local gone = true
+    if owner ~= '' then
+      redis.call('HDEL', key, 't:' .. token)
+      gone = redis.call('HLEN', key) <= 1
+    end
+    if gone then
+      redis.call('DEL', key)
+      if prefix ~= '' then
+        redis.call('PUBLISH', prefix .. key, token)
+      end
+    end
+  else
+    all = 0
   end
-  return 1
 end
-return 0
+return all

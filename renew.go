@@ -236,7 +236,7 @@ func (l *Lock) settleRenewal(start, end time.Time, ttl time.Duration, yes, no in
 	l.mu.Unlock()
 	if no >= c.quorum {
 		l.end(errors.Join(ErrLockLost, &QuorumError{
-			Stats:    Stats{Op: OpExtend, Key: l.key, Quorum: c.quorum, Yes: yes, No: no},
+			Stats:    Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum, Yes: yes, No: no},
 			Reason:   "a quorum of nodes no longer holds the token",
 			sentinel: ErrNotHeld,
 		}))
@@ -255,7 +255,7 @@ func (n *node) extendBatch(ctx context.Context, locks []*Lock, ttls []time.Durat
 		pipe := n.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(locks))
 		for i, l := range locks {
-			keys, args := []string{l.rkey}, []any{l.token, ttls[i].Milliseconds()}
+			keys, args := l.t.rkeys, []any{l.t.token, l.t.owner, ttls[i].Milliseconds()}
 			if eval {
 				cmds[i] = extendScript.Eval(ctx, pipe, keys, args...)
 			} else {
