@@ -136,7 +136,7 @@ func (w *waitlist) startLocked() {
 		ns := &nodeSub{
 			node: i,
 			ps:   n.client.Subscribe(context.Background()),
-			ops: make(chan subOp, 64),
+			ops:  make(chan subOp, 64),
 		}
 		w.subs[i] = ns
 		c.wg.Add(2)
