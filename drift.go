@@ -1,6 +1,14 @@
 package redlock
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
 
 // driftFloor is added to every drift allowance. Redis checks expiry with
 // millisecond resolution, so a key can live up to a millisecond less than
@@ -50,3 +58,125 @@ func defaultNodeTimeout(ttl time.Duration) time.Duration {
 // duration here is a difference of two such readings, so wall-clock jumps on
 // this machine do not change elapsed times or validity.
 type clock func() time.Time
+
+// nodeGuard watches one node for the two things Redlock's safety assumes
+// but no client checks: that a node which lost its data stays out for longer
+// than the max TTL, and that its clock does not jump. It learns the node's
+// run_id and uptime (INFO server) and its clock (TIME) with every
+// acquisition, pipelined before the acquire command on the same connection,
+// so that it sees a restart before it counts the restarted node's vote.
+//
+// A node that restarted less than the max TTL ago, or whose clock moved
+// away from our monotonic clock by more than the drift allowance, is
+// quarantined: its yes does not count, for acquisitions or extensions,
+// until the max TTL has passed. It is safe for concurrent use.
+type nodeGuard struct {
+	mu          sync.Mutex
+	runID       string    // guarded by mu; "" until known
+	noInfo      bool      // guarded by mu; the node does not serve INFO server
+	until       time.Time // guarded by mu; quarantined before this time
+	reason      string    // guarded by mu; why
+	clockSeen   bool      // guarded by mu; the fields below are set
+	lastNode    time.Time // guarded by mu; the node's clock at the last sample
+	lastLocal   time.Time // guarded by mu; our monotonic clock then
+	lastRTT     time.Duration
+}
+
+// errQuarantined is the cause in the vote of a quarantined node.
+var errQuarantined = errors.New("node quarantined by the guard")
+
+// observe takes one sample of the node: its INFO server text (or the error
+// that came instead), its TIME, and the local times around the request. It
+// returns the quarantine error to vote with, or nil.
+func (g *nodeGuard) observe(n *node, info string, infoErr error, nodeTime time.Time, timeErr error,
+	sent, recv time.Time, maxTTL time.Duration, driftFactor float64, log *slog.Logger) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if infoErr == nil {
+		runID, uptime, ok := parseServerInfo(info)
+		if ok {
+			started := recv.Add(-uptime - time.Second) // uptime counts whole seconds
+			switch {
+			case g.runID == "" && recv.Sub(started) < maxTTL:
+				g.quarantine(n, started.Add(maxTTL), fmt.Sprintf("node started %v ago, less than the max TTL %v", recv.Sub(started).Round(time.Millisecond), maxTTL), log)
+			case g.runID != "" && runID != g.runID:
+				g.quarantine(n, started.Add(maxTTL), fmt.Sprintf("node restarted (run_id %s, was %s)", short(runID), short(g.runID)), log)
+			}
+			g.runID = runID
+		}
+	} else if !g.noInfo {
+		g.noInfo = true
+		log.Warn("redlock: node guard cannot watch restarts on this node: INFO server failed",
+			"node", n.index, "addr", n.addr, "err", infoErr)
+	}
+	if timeErr == nil {
+		// The node read its clock somewhere between sent and recv: compare
+		// how far its clock moved since the last sample with how far our
+		// monotonic clock did. Our own wall clock plays no part.
+		rtt := recv.Sub(sent)
+		local := sent.Add(rtt / 2)
+		if g.clockSeen {
+			jump := nodeTime.Sub(g.lastNode) - local.Sub(g.lastLocal)
+			if abs(jump) > rtt/2+g.lastRTT/2+clockDrift(maxTTL, driftFactor) {
+				g.quarantine(n, recv.Add(maxTTL), fmt.Sprintf("node clock jumped by %v", jump.Round(time.Millisecond)), log)
+			}
+		}
+		// Follow the clock's slow drift; only a sudden move is a jump.
+		g.lastNode, g.lastLocal, g.lastRTT, g.clockSeen = nodeTime, local, rtt, true
+	}
+	return g.check(recv)
+}
+
+// quarantine keeps the node's yes out until t. g.mu must be held.
+func (g *nodeGuard) quarantine(n *node, t time.Time, reason string, log *slog.Logger) {
+	if t.After(g.until) {
+		g.until, g.reason = t, reason
+	}
+	log.Warn("redlock: node guard quarantines a node", "node", n.index, "addr", n.addr,
+		"reason", reason, "for", time.Until(t).Round(time.Millisecond))
+}
+
+// check returns the quarantine error at now, or nil. g.mu must be held.
+func (g *nodeGuard) check(now time.Time) error {
+	if now.Before(g.until) {
+		return fmt.Errorf("%w: %s; excluded for %v more", errQuarantined, g.reason, g.until.Sub(now).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// status returns the quarantine error at now, or nil.
+func (g *nodeGuard) status(now time.Time) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.check(now)
+}
+
+// parseServerInfo reads run_id and uptime_in_seconds from INFO server.
+func parseServerInfo(info string) (runID string, uptime time.Duration, ok bool) {
+	var haveID, haveUp bool
+	for line := range strings.Lines(info) {
+		line = strings.TrimSpace(line)
+		if v, found := strings.CutPrefix(line, "run_id:"); found {
+			runID, haveID = v, true
+		} else if v, found := strings.CutPrefix(line, "uptime_in_seconds:"); found {
+			if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+				uptime, haveUp = time.Duration(s)*time.Second, true
+			}
+		}
+	}
+	return runID, uptime, haveID && haveUp
+}
+
+func short(runID string) string {
+	if len(runID) > 8 {
+		return runID[:8]
+	}
+	return runID
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}

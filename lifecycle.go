@@ -107,6 +107,9 @@ func (l *Lock) end(err error) bool {
 	if l.cfg.autoExtend {
 		l.c.renewer.remove(l)
 	}
+	if errors.Is(err, ErrLockLost) {
+		l.c.observeLost(l.name(), err)
+	}
 	return true
 }
 

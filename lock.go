@@ -145,12 +145,14 @@ func (l *Lock) release(ctx context.Context) error {
 	l.stats = st
 	l.mu.Unlock()
 	if o.yes >= c.quorum {
+		c.observeRelease(st, nil)
 		return nil
 	}
 	qe := &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
 	if o.no < c.quorum {
 		qe.Reason = "could not confirm the release on a quorum"
 	}
+	c.observeRelease(st, qe)
 	return qe
 }
 
@@ -198,7 +200,11 @@ func (l *Lock) Extend(ctx context.Context) error {
 		quorum:  c.quorum,
 		timeout: timeout,
 		req: func(ctx context.Context, n *node) (int64, error) {
-			return n.extend(ctx, l.t, ttl)
+			v, err := n.extend(ctx, l.t, ttl)
+			if cfg.guard {
+				return n.guarded(c, v, err)
+			}
+			return v, err
 		},
 	})
 	o.finish(nil)
@@ -206,6 +212,14 @@ func (l *Lock) Extend(ctx context.Context) error {
 	st.Drift = clockDrift(ttl, cfg.driftFactor)
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 
+	err := l.settleExtend(o, st, start, until, ttl)
+	c.observeExtend(st, err)
+	return err
+}
+
+// settleExtend decides an extension round and applies it.
+func (l *Lock) settleExtend(o *outcome, st Stats, start, until time.Time, ttl time.Duration) error {
+	c, cfg := l.c, l.cfg
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stats = st

@@ -66,6 +66,8 @@ type node struct {
 	// and have not answered yet. While it is above zero the node is treated
 	// as hung: rounds that would wait for every node do not wait for it.
 	stalled atomic.Int32
+
+	guard nodeGuard // used WithNodeGuard
 }
 
 func newNode(index int, c redis.UniversalClient) *node {
@@ -108,12 +110,65 @@ func (n *node) acquire(ctx context.Context, t *target, ttl time.Duration, first 
 		}
 		return 0, err
 	}
+	return acquireScript.Run(ctx, n.client, t.scriptKeys(), acquireArgs(t, ttl)...).Int64()
+}
+
+// acquireGuarded is acquire with the node guard: INFO server and TIME go in
+// the same pipeline, on the same connection, just before the acquire
+// command, so that the guard sees a restart or a clock jump before the
+// node's vote is counted. A quarantined node's yes comes back as an error
+// that wraps errQuarantined; the key it may have set is rolled back with the
+// failed votes, or released by Unlock.
+func (n *node) acquireGuarded(ctx context.Context, c *Client, t *target, ttl time.Duration, first bool, cfg *config) (int64, error) {
+	pipe := n.client.Pipeline()
+	info := pipe.Info(ctx, "server")
+	tm := pipe.Time(ctx)
+	var set *redis.BoolCmd
+	var script *redis.Cmd
+	if first && t.plainSingle() {
+		set = pipe.SetNX(ctx, t.rkeys[0], t.token, ttl)
+	} else {
+		script = acquireScript.EvalSha(ctx, pipe, t.scriptKeys(), acquireArgs(t, ttl)...)
+	}
+	sent := c.now()
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	recv := c.now()
+	qerr := n.guard.observe(n, info.Val(), info.Err(), tm.Val(), tm.Err(), sent, recv, c.maxTTL(), cfg.driftFactor, c.log)
+
+	var val int64
+	var err error
+	if set != nil {
+		if ok, serr := set.Result(); ok {
+			val = 1
+		} else {
+			err = serr
+		}
+	} else if val, err = script.Int64(); redis.HasErrorPrefix(err, "NOSCRIPT") {
+		val, err = acquireScript.Run(ctx, n.client, t.scriptKeys(), acquireArgs(t, ttl)...).Int64()
+	}
+	if err == nil && val > 0 && qerr != nil {
+		return val, qerr
+	}
+	return val, err
+}
+
+// acquireArgs are the ARGV of acquire.lua.
+func acquireArgs(t *target, ttl time.Duration) []any {
 	fence := "0"
 	if t.fence != nil {
 		fence = "1"
 	}
-	return acquireScript.Run(ctx, n.client, t.scriptKeys(),
-		t.token, t.owner, ttl.Milliseconds(), len(t.rkeys), fence).Int64()
+	return []any{t.token, t.owner, ttl.Milliseconds(), len(t.rkeys), fence}
+}
+
+// guarded turns a yes of a quarantined node into a failure, for extensions.
+func (n *node) guarded(c *Client, val int64, err error) (int64, error) {
+	if err == nil && val > 0 {
+		if qerr := n.guard.status(c.now()); qerr != nil {
+			return 0, qerr
+		}
+	}
+	return val, err
 }
 
 // release releases the target's keys where they hold its token, announcing

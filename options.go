@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"time"
 )
@@ -32,6 +33,9 @@ type config struct {
 	pubsub      bool
 	fencing     bool
 	owner       string
+	guard       bool
+	logger      *slog.Logger // New only
+	observer    Observer     // New only
 
 	// noFenceWriteBack skips the fence write-back; tests use it to show
 	// that the fence can go backwards without it.
@@ -133,6 +137,37 @@ func WithFencing(enabled bool) Option {
 // The default, "", is a plain lock.
 func WithOwner(id string) Option {
 	return func(c *config) { c.owner = id }
+}
+
+// WithNodeGuard turns on the restart and clock-jump guard. With each
+// acquisition it reads every node's run_id, uptime and clock (INFO server and
+// TIME, pipelined with the acquire command: no extra round trip). A node that
+// restarted less than the max TTL ago, or whose clock jumped by more than the
+// drift allowance against our monotonic clock, is quarantined: its yes does
+// not count, for acquisitions and extensions, until the max TTL has passed.
+// This automates the delayed restart the Redlock spec asks of operators.
+// Quarantines are logged at Warn and show in each vote's error.
+//
+// The default is off: it adds work to every acquisition, and nodes that
+// persist with appendfsync always do not need its restart rule. Turn it on
+// when nodes run without fsync, or their clocks are not trusted. The max TTL
+// is the largest TTL the Client has used so far.
+func WithNodeGuard(enabled bool) Option {
+	return func(c *config) { c.guard = enabled }
+}
+
+// WithLogger sets where the Client logs: guard quarantines and lost locks at
+// Warn, failed rounds at Debug. Tokens are logged only at Debug. The default
+// is silent. It is a Client setting: given to one call, it is ignored.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.logger = l }
+}
+
+// WithObserver sets an Observer that receives every acquisition attempt,
+// extension, loss and release of the Client's locks. The default is none.
+// It is a Client setting: given to one call, it is ignored.
+func WithObserver(o Observer) Option {
+	return func(c *config) { c.observer = o }
 }
 
 // withoutFenceWriteBack is a test-only switch that skips the fence

@@ -20,9 +20,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,6 +52,10 @@ type Client struct {
 
 	renewer  *renewer  // renews auto-extended locks
 	waitlist *waitlist // wakes waiting Lock calls on release
+
+	log      *slog.Logger
+	observer Observer     // nil when none
+	ttlMax   atomic.Int64 // the largest TTL used so far, for the node guard
 }
 
 // New returns a Client for the given Redis masters, usually 5. They must be
@@ -89,6 +95,11 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c.cfg = cfg
+	c.log, c.observer = cfg.logger, cfg.observer
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.ttlMax.Store(int64(cfg.ttl))
 	c.renewer = newRenewer(c)
 	c.waitlist = newWaitlist(c)
 	return c, nil
@@ -178,8 +189,18 @@ func (c *Client) config(opts []Option) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
+	for {
+		old := c.ttlMax.Load()
+		if int64(cfg.ttl) <= old || c.ttlMax.CompareAndSwap(old, int64(cfg.ttl)) {
+			break
+		}
+	}
 	return &cfg, nil
 }
+
+// maxTTL is the largest TTL this Client has used: the time a restarted node
+// must stay out, by the Redlock spec's rule.
+func (c *Client) maxTTL() time.Duration { return time.Duration(c.ttlMax.Load()) }
 
 func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait bool) (*Lock, error) {
 	cfg, err := c.config(opts)
@@ -297,6 +318,9 @@ func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumEr
 		timeout: cfg.nodeTimeout,
 		skip:    a.reserve(func(int) bool { return true }),
 		req: func(ctx context.Context, n *node) (int64, error) {
+			if cfg.guard {
+				return n.acquireGuarded(ctx, c, t, ttl, first, cfg)
+			}
 			return n.acquire(ctx, t, ttl, first)
 		},
 	})
@@ -363,6 +387,7 @@ func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumEr
 		for _, rp := range drained {
 			a.late(rp) // no I/O: the lock is not released yet
 		}
+		c.observeAttempt(st, nil)
 		return a.lock, nil
 	}
 
@@ -382,7 +407,9 @@ func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumEr
 			a.late(rp)
 		}()
 	}
-	return nil, &QuorumError{Stats: st, Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
+	qerr := &QuorumError{Stats: st, Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
+	c.observeAttempt(st, qerr)
+	return nil, qerr
 }
 
 // writeFence runs the fence write-back round of an attempt that reached its

@@ -3,7 +3,7 @@ package redlock
 import (
 	"container/heap"
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -182,7 +182,15 @@ func (r *renewer) renew(batch []*Lock) {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			results <- batchVotes{node: n.index, votes: n.extendBatch(ctx, live, liveTTL)}
+			votes := n.extendBatch(ctx, live, liveTTL)
+			if n.guard.status(c.now()) != nil {
+				for i, l := range live {
+					if l.cfg.guard && votes[i] == VoteYes {
+						votes[i] = VoteFailed
+					}
+				}
+			}
+			results <- batchVotes{node: n.index, votes: votes}
 		}()
 	}
 	yes := make([]int, len(live))
@@ -224,19 +232,23 @@ func (l *Lock) settleRenewal(start, end time.Time, ttl time.Duration, yes, no in
 		return
 	}
 	drift := clockDrift(ttl, l.cfg.driftFactor)
-	won := yes >= c.quorum && end.Before(l.until) && validity(ttl, end.Sub(start), drift) > 0
+	st := Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum, Yes: yes, No: no,
+		Elapsed: end.Sub(start), Drift: drift, Validity: validity(ttl, end.Sub(start), drift)}
+	won := yes >= c.quorum && end.Before(l.until) && st.Validity > 0
 	if won {
 		if next := start.Add(ttl - drift); next.After(l.until) {
 			l.until = next
 		}
 		l.mu.Unlock()
 		c.renewer.add(l, l.nextRenewal(start))
+		c.observeExtend(st, nil)
 		return
 	}
 	l.mu.Unlock()
+	c.observeExtend(st, &QuorumError{Stats: st, Reason: "renewal failed", sentinel: ErrNotHeld})
 	if no >= c.quorum {
-		l.end(errors.Join(ErrLockLost, &QuorumError{
-			Stats:    Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum, Yes: yes, No: no},
+		l.end(fmt.Errorf("%w: %w", ErrLockLost, &QuorumError{
+			Stats:    st,
 			Reason:   "a quorum of nodes no longer holds the token",
 			sentinel: ErrNotHeld,
 		}))
