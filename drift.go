@@ -71,15 +71,15 @@ type clock func() time.Time
 // quarantined: its yes does not count, for acquisitions or extensions,
 // until the max TTL has passed. It is safe for concurrent use.
 type nodeGuard struct {
-	mu          sync.Mutex
-	runID       string    // guarded by mu; "" until known
-	noInfo      bool      // guarded by mu; the node does not serve INFO server
-	until       time.Time // guarded by mu; quarantined before this time
-	reason      string    // guarded by mu; why
-	clockSeen   bool      // guarded by mu; the fields below are set
-	lastNode    time.Time // guarded by mu; the node's clock at the last sample
-	lastLocal   time.Time // guarded by mu; our monotonic clock then
-	lastRTT     time.Duration
+	mu        sync.Mutex
+	runID     string    // guarded by mu; "" until known
+	noInfo    bool      // guarded by mu; the node does not serve INFO server
+	until     time.Time // guarded by mu; quarantined before this time
+	reason    string    // guarded by mu; why
+	clockSeen bool      // guarded by mu; the fields below are set
+	lastNode  time.Time // guarded by mu; the node's clock at the last sample
+	lastLocal time.Time // guarded by mu; our monotonic clock then
+	lastRTT   time.Duration
 }
 
 // errQuarantined is the cause in the vote of a quarantined node.
