@@ -1,0 +1,108 @@
+package redlock
+
+import (
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// recorder is an Observer that keeps what it was told.
+type recorder struct {
+	mu       sync.Mutex
+	attempts []error
+	extends  []Stats
+	lost     []error
+	released []error
+}
+
+func (r *recorder) Attempted(s Stats, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.attempts = append(r.attempts, err)
+}
+
+func (r *recorder) Extended(s Stats, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.extends = append(r.extends, s)
+}
+
+func (r *recorder) Lost(key string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lost = append(r.lost, err)
+}
+
+func (r *recorder) Released(s Stats, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.released = append(r.released, err)
+}
+
+func (r *recorder) counts() (attempts, extends, lost, released int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.attempts), len(r.extends), len(r.lost), len(r.released)
+}
+
+func TestObserverSeesEveryKindOfEvent(t *testing.T) {
+	ms, cs := minis(t, 5)
+	for _, m := range ms {
+		m.ClockTTL(true)
+	}
+	rec := &recorder{}
+	c := newClient(t, cs, WithObserver(rec), WithTTL(300*time.Millisecond), WithNodeTimeout(100*time.Millisecond))
+	l, err := c.TryLock(t.Context(), "observed")
+	require.NoError(t, err)
+	_, err = c.TryLock(t.Context(), "observed")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.NoError(t, l.Extend(t.Context()))
+	require.NoError(t, l.Unlock(t.Context()))
+
+	auto, err := c.TryLock(t.Context(), "observed-auto", WithAutoExtend(true))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, e, _, _ := rec.counts(); return e >= 2 }, 5*time.Second, time.Millisecond,
+		"auto-extension is reported")
+	require.NoError(t, auto.Unlock(t.Context()))
+
+	expiring, err := c.TryLock(t.Context(), "observed-expiry")
+	require.NoError(t, err)
+	<-expiring.Done()
+
+	a, e, lost, released := rec.counts()
+	require.Equal(t, 4, a, "attempts")
+	require.GreaterOrEqual(t, e, 2, "extensions")
+	require.Equal(t, 1, lost, "losses")
+	require.Equal(t, 2, released, "releases")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.NoError(t, rec.attempts[0])
+	require.ErrorIs(t, rec.attempts[1], ErrNotAcquired)
+	require.ErrorIs(t, rec.lost[0], ErrLockLost)
+	require.Equal(t, OpExtend, rec.extends[0].Op)
+	require.Equal(t, "observed", rec.extends[0].Key)
+}
+
+func TestLoggerIsSilentByDefaultAndHidesTokens(t *testing.T) {
+	ms, cs := minis(t, 5)
+	for _, m := range ms {
+		m.ClockTTL(true)
+	}
+	logs := &syncBuffer{}
+	c := newClient(t, cs, WithTTL(100*time.Millisecond), WithNodeTimeout(50*time.Millisecond),
+		WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	l, err := c.TryLock(t.Context(), "logged")
+	require.NoError(t, err)
+	_, err = c.TryLock(t.Context(), "logged")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	<-l.Done() // lost by expiry: logged at Warn
+	require.Contains(t, logs.String(), "lock lost")
+	require.NotContains(t, logs.String(), l.Token(), "a token was logged at Info or above")
+
+	silent := newClient(t, cs) // no logger: the default discards
+	require.NotNil(t, silent.log)
+	require.False(t, silent.log.Enabled(t.Context(), slog.LevelError))
+}
