@@ -55,6 +55,12 @@ func TestGuardQuarantinesClockJump(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return c.nodes[0].guard.status(time.Now()) != nil }, 5*time.Second, time.Millisecond)
 	require.Contains(t, logs.String(), "quarantines a node")
+	st := c.Nodes()
+	require.Len(t, st, 5)
+	require.Contains(t, st[0].Quarantined, "clock jumped")
+	require.True(t, st[0].QuarantinedUntil.After(time.Now()))
+	require.Empty(t, st[3].Quarantined)
+	require.Equal(t, ms[3].Addr(), st[3].Addr)
 	require.NoError(t, l.Unlock(t.Context()))
 
 	// Jumps on a majority: no lock while they are quarantined.

@@ -1,5 +1,7 @@
 package redlock
 
+import "time"
+
 // Observer receives what happens to a Client's locks, for metrics, tracing
 // or logs. Set it with WithObserver. Its methods are called synchronously,
 // from the goroutine that did the work, possibly from many goroutines at
@@ -55,4 +57,41 @@ func (c *Client) observeRelease(s Stats, err error) {
 	if c.observer != nil {
 		c.observer.Released(s, err)
 	}
+}
+
+// NodeStatus is what a Client knows of one node, for diagnostics.
+type NodeStatus struct {
+	// Index is the node's position in the slice given to New.
+	Index int
+	// Addr is the node's address.
+	Addr string
+	// Stalled is true while a request to the node has outlived its node
+	// timeout without an answer: the node looks hung.
+	Stalled bool
+	// RunID is the node's run_id, as the node guard last saw it; "" when
+	// the guard is off or has not seen the node.
+	RunID string
+	// Quarantined is the guard's reason for not counting the node's votes,
+	// or "" when they count.
+	Quarantined string
+	// QuarantinedUntil is when the quarantine ends; zero when there is none.
+	QuarantinedUntil time.Time
+}
+
+// Nodes returns what the Client knows of each node, in the order given to
+// New: whether it looks hung, and what the node guard thinks of it.
+func (c *Client) Nodes() []NodeStatus {
+	now := c.now()
+	out := make([]NodeStatus, len(c.nodes))
+	for i, n := range c.nodes {
+		s := NodeStatus{Index: i, Addr: n.addr, Stalled: n.stalled.Load() > 0}
+		n.guard.mu.Lock()
+		s.RunID = n.guard.runID
+		if now.Before(n.guard.until) {
+			s.Quarantined, s.QuarantinedUntil = n.guard.reason, n.guard.until
+		}
+		n.guard.mu.Unlock()
+		out[i] = s
+	}
+	return out
 }
