@@ -159,17 +159,19 @@ func (c *Client) enter() error {
 	return nil
 }
 
-// Lock acquires the lock on key, waiting as long as ctx allows. Between two
-// attempts it waits a random delay within WithRetryDelay's range. There is no
-// fixed number of attempts: give ctx a deadline to bound the wait.
+// Lock acquires the lock on key, waiting as long as ctx allows. After a
+// failed attempt it listens for the holder's release on pub/sub, on every
+// node, and tries again the moment a quorum of nodes announces it, or after
+// a random delay within WithRetryDelay's range, whichever comes first. There
+// is no fixed number of attempts: give ctx a deadline to bound the wait.
 //
 // On failure every node that may hold our token is told to release it: the
 // ones that said yes or failed before Lock returns, and the ones that had
 // not answered as soon as they answer (a release sent earlier could overtake
-// the request it undoes). The error matches ErrNotAcquired; when ctx ended the wait, it also matches ctx.Err(). The
-// error is a *QuorumError that says what each node answered in the last
-// attempt. Bad options or an empty key give an error that wraps
-// ErrInvalidOption.
+// the request it undoes). The error matches ErrNotAcquired; when ctx ended
+// the wait, it also matches ctx.Err(), and after Close, ErrClosed. The error
+// is a *QuorumError that says what each node answered in the last attempt.
+// Bad options or an empty key give an error that wraps ErrInvalidOption.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	return c.acquire(ctx, []string{key}, opts, true)
 }
@@ -265,18 +267,18 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait
 		if wt != nil {
 			wake = wt.wake
 		}
-		t := time.NewTimer(cfg.retryDelay())
+		delay := time.NewTimer(cfg.retryDelay())
 		select {
 		case <-wake:
-		case <-t.C:
+		case <-delay.C:
 		case <-ctx.Done():
-			t.Stop()
+			delay.Stop()
 			return nil, a.abandon(last, ctx.Err())
 		case <-c.done:
-			t.Stop()
+			delay.Stop()
 			return nil, a.abandon(last, ErrClosed)
 		}
-		t.Stop()
+		delay.Stop()
 	}
 }
 
