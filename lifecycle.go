@@ -90,8 +90,9 @@ func (l *Lock) expire() {
 
 var errValidityEnded = errors.New("validity ended before a renewal succeeded")
 
-// end closes Done with err, once; later calls do nothing. It reports whether
-// this call ended the lock.
+// end ends the lock with err, once: Err returns err from then on, and Done
+// closes once the renewals are stopped and the Observer told. Later calls do
+// nothing. It reports whether this call ended the lock.
 func (l *Lock) end(err error) bool {
 	l.mu.Lock()
 	if l.err != nil {
@@ -102,14 +103,16 @@ func (l *Lock) end(err error) bool {
 	if l.expiry != nil {
 		l.expiry.Stop()
 	}
-	close(l.done)
 	l.mu.Unlock()
 	if l.cfg.autoExtend {
 		l.c.renewer.remove(l)
 	}
+	// The Observer hears of a loss before Done closes, so that whoever
+	// wakes on Done finds it counted.
 	if errors.Is(err, ErrLockLost) {
 		l.c.observeLost(l.name(), err)
 	}
+	close(l.done)
 	return true
 }
 

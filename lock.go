@@ -173,7 +173,9 @@ func (l *Lock) Extend(ctx context.Context) error {
 	until, released := l.until, l.released
 	l.mu.Unlock()
 	fail := func(reason string) error {
-		return &QuorumError{Stats: Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum}, Reason: reason, sentinel: ErrNotHeld}
+		err := &QuorumError{Stats: Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum}, Reason: reason, sentinel: ErrNotHeld}
+		c.observeExtend(err.Stats, err)
+		return err
 	}
 	if released {
 		return fail("already unlocked")
@@ -184,7 +186,9 @@ func (l *Lock) Extend(ctx context.Context) error {
 	}
 	ttl, ok := l.extendTTL(start)
 	if !ok {
-		return fmt.Errorf("%w: %w: lock %q cannot be held past %v", ErrNotHeld, ErrMaxHold, l.name(), l.holdEnd.Sub(l.acquired))
+		err := fmt.Errorf("%w: %w: lock %q cannot be held past %v", ErrNotHeld, ErrMaxHold, l.name(), l.holdEnd.Sub(l.acquired))
+		c.observeExtend(Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum}, err)
+		return err
 	}
 	if err := c.enter(); err != nil {
 		return err
