@@ -6,16 +6,47 @@
 //
 // The commands are:
 //
+//	run     run a command while holding a lock: a distributed flock(1)
+//	status  show, for each node, whether a key is held, by which token,
+//	        and its remaining TTL
 //	demo    start 5 in-process Redis nodes, make several clients contend for
 //	        one lock while two of the nodes are killed, and check from the
 //	        recorded history that no two holders ever overlapped
+//	version print the version
 //	help    print this help, or with a command name, that command's flags
 //
-// Run "redlock help <command>" for a command's flags.
+// Run "redlock help <command>" for a command's flags. Flags take one dash
+// or two: -key and --key are the same.
+//
+// Nodes are given as redis://, rediss:// (TLS) or unix:// URLs, with an
+// optional password and database, in --nodes or in REDLOCK_NODES. For
+// example, to run a backup on one machine of many at a time:
+//
+//	export REDLOCK_NODES=redis://r1:6379,redis://r2:6379,redis://r3:6379,redis://r4:6379,redis://r5:6379
+//	redlock run --key nightly-backup --ttl 30s --wait 2m -- ./backup.sh
+//	redlock status --key nightly-backup
+//
+// The command that run runs finds the key in REDLOCK_KEY and the
+// acquisition's token in REDLOCK_TOKEN.
 //
 // The exit status is 0 on success, 1 when the command ran and failed (for
-// demo: an overlap, or no acquisition at all), and 2 on a usage error, such as
-// an unknown command or a bad flag.
+// demo: an overlap, or no acquisition at all), and 2 on a usage error, such
+// as an unknown command, a bad flag or a bad node URL.
+//
+// The exit status of run is the command's, or 128+N when signal N killed
+// the command. Its own statuses are:
+//
+//	2      bad usage: a bad flag or node URL, no key, no command
+//	75     the lock was not acquired: held elsewhere (--no-wait, or --wait ran
+//	       out), or a quorum of nodes did not answer (EX_TEMPFAIL)
+//	76     the lock was lost while the command ran; the command was sent
+//	       SIGTERM, then SIGKILL after --grace
+//	126    the command could not be started
+//	127    the command was not found
+//	128+N  signal N ended the wait for the lock
+//
+// Whenever the status is run's own rather than the command's, run says why
+// on stderr.
 package main
 
 import (
@@ -23,8 +54,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 )
 
 // Exit statuses.
@@ -32,6 +61,15 @@ const (
 	exitOK    = 0
 	exitFail  = 1
 	exitUsage = 2
+
+	// The statuses of run that are not the command's. 75 is EX_TEMPFAIL
+	// from sysexits.h, "try again later"; 126 and 127 are the shell's, as
+	// env(1) and timeout(1) use them.
+	exitNotAcquired = 75
+	exitLockLost    = 76
+	exitCannotRun   = 126
+	exitNotFound    = 127
+	exitSignalBase  = 128
 )
 
 // command is one subcommand of the CLI.
@@ -50,10 +88,28 @@ type command struct {
 func commands() []command {
 	return []command{
 		{
+			name:    "run",
+			summary: "run a command while holding a lock: a distributed flock(1)",
+			run:     runCommand,
+			help:    runHelp,
+		},
+		{
+			name:    "status",
+			summary: "show, for each node, whether a key is held, by which token, and its TTL",
+			run:     statusCommand,
+			help:    statusHelp,
+		},
+		{
 			name:    "demo",
 			summary: "contend for one lock on 5 in-process Redis nodes while 2 of them are killed",
 			run:     demoCommand,
 			help:    demoHelp,
+		},
+		{
+			name:    "version",
+			summary: "print the version",
+			run:     versionCommand,
+			help:    versionHelp,
 		},
 		{
 			name:    "help",
@@ -74,12 +130,9 @@ func lookup(name string) (command, bool) {
 }
 
 func main() {
-	// Ctrl-C ends a command early; demo still stops its goroutines, closes
-	// its clients and prints its summary.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	// Each command handles signals its own way: run passes them on to its
+	// command, demo stops early and still prints its summary.
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // run dispatches args (without the program name) to a command and returns
@@ -93,6 +146,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch name {
 	case "-h", "-help", "--help":
 		name = "help"
+	case "-version", "--version":
+		name = "version"
 	}
 	c, ok := lookup(name)
 	if !ok {
@@ -108,9 +163,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, "redlock is the command-line companion of the redlock library.\n\n")
 	fmt.Fprint(w, "usage: redlock <command> [flags]\n\ncommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-6s  %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-7s  %s\n", c.name, c.summary)
 	}
-	fmt.Fprint(w, "\nRun \"redlock help <command>\" for a command's flags.\n")
+	fmt.Fprint(w, "\nRun \"redlock help <command>\" for a command's flags. Flags take one dash or two.\n")
 }
 
 func helpCommand(_ context.Context, args []string, stdout, stderr io.Writer) int {

@@ -12,6 +12,9 @@ import (
 	"go.uber.org/goleak"
 )
 
+// raceEnabled is set under -race, by race_test.go.
+var raceEnabled bool
+
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(settled{m})
 }
@@ -25,6 +28,7 @@ type settled struct{ m *testing.M }
 
 func (s settled) Run() int {
 	code := s.m.Run()
+	removeBinary()
 	deadline := time.Now().Add(3 * time.Second)
 	for dialProbing() && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)

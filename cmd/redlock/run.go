@@ -1,0 +1,476 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockgo/redlock"
+)
+
+const (
+	// maxNodeTimeout caps the node timeout run derives from the TTL. It is
+	// ten times the library's cap: a CLI often talks to distant nodes, and
+	// its first request to each pays for the dial and the TLS handshake.
+	maxNodeTimeout = time.Second
+	// releaseTimeout bounds the release once the command has exited.
+	releaseTimeout = 5 * time.Second
+)
+
+// runConfig is the configuration of one run, from its flags.
+type runConfig struct {
+	nodes       string
+	key         string
+	prefix      string
+	ttl         time.Duration
+	wait        time.Duration // 0: as long as it takes
+	noWait      bool
+	grace       time.Duration
+	maxHold     time.Duration // 0: no cap
+	nodeTimeout time.Duration // 0: derived from ttl
+	foreground  bool
+	verbose     bool
+	argv        []string // the command
+}
+
+func defaultRunConfig() runConfig {
+	return runConfig{ttl: 30 * time.Second, grace: 10 * time.Second}
+}
+
+func runFlags(cfg *runConfig, output io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("redlock run", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&cfg.nodes, "nodes", cfg.nodes, "comma-separated node URLs (default $"+envNodes+")")
+	fs.StringVar(&cfg.key, "key", cfg.key, "the lock's key (required)")
+	fs.StringVar(&cfg.prefix, "prefix", cfg.prefix, "namespace: the Redis key is prefix+key")
+	fs.DurationVar(&cfg.ttl, "ttl", cfg.ttl, "how long the lock lives on the nodes unless extended; it is extended every ttl/3, and it outlives a killed redlock by at most this")
+	fs.DurationVar(&cfg.wait, "wait", cfg.wait, "how long to wait for the lock; 0 waits as long as it takes")
+	fs.DurationVar(&cfg.wait, "timeout", cfg.wait, "the same as -wait, as in flock(1) and consul lock")
+	fs.BoolVar(&cfg.noWait, "no-wait", cfg.noWait, "try to acquire the lock once, and do not wait")
+	fs.BoolVar(&cfg.noWait, "n", cfg.noWait, "the same as -no-wait")
+	fs.DurationVar(&cfg.grace, "grace", cfg.grace, "when the lock is lost, how long the command has to exit after SIGTERM before SIGKILL")
+	fs.DurationVar(&cfg.maxHold, "max-hold", cfg.maxHold, "stop the command, as if the lock were lost, once it has held the lock this long; 0 means no limit")
+	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cfg.nodeTimeout, "bound on each request to a node; 0 means ttl/10, at most "+maxNodeTimeout.String())
+	fs.BoolVar(&cfg.foreground, "foreground", cfg.foreground, "keep the command in redlock's process group, so that it can read from the terminal; only the command itself is then signalled (default: on in the foreground of a terminal, on Linux)")
+	fs.BoolVar(&cfg.verbose, "verbose", cfg.verbose, "say on stderr what happens: acquisition, release, signals")
+	fs.BoolVar(&cfg.verbose, "v", cfg.verbose, "the same as -verbose")
+	fs.Usage = func() { runHelp(fs.Output()) }
+	return fs
+}
+
+func runHelp(w io.Writer) {
+	fmt.Fprintf(w, `usage: redlock run --nodes URL,... --key KEY [flags] [--] command [args...]
+
+Run is a distributed flock(1). It acquires the lock KEY on a quorum of the
+nodes, runs the command, keeps the lock alive while the command runs, and
+releases it when the command exits.
+
+  - It waits for the lock up to -wait, by default as long as it takes, or
+    not at all with -no-wait.
+  - It extends the lock every third of -ttl. A killed redlock extends
+    nothing: the lock expires within -ttl, and on Linux the kernel kills
+    the command.
+  - It passes SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 on to
+    the command, with a SIGCONT after SIGTERM and SIGHUP so that a stopped
+    command can act on them. Any of the first four ends a wait for the lock.
+  - If the lock is lost (renewals failed until its validity ran out, a
+    quorum of nodes lost the key, or -max-hold passed), it sends the
+    command SIGTERM, then SIGKILL after -grace, and exits %[2]d.
+  - The command runs in a process group of its own, and every signal goes
+    to the whole group, so that what a script started stops with it.
+    -foreground keeps the command in redlock's group instead, so that it
+    can read from the terminal; only the command is then signalled. On
+    Linux, -foreground is the default when redlock runs in the foreground
+    of a terminal (an interactive shell); -foreground=false overrides it.
+    The terminal's Ctrl-C then reaches the command directly.
+  - Do not suspend redlock (Ctrl-Z, SIGSTOP): nothing extends the lock
+    meanwhile, and it is lost.
+
+The command's environment has REDLOCK_KEY, the key, and REDLOCK_TOKEN, the
+random token that marks this acquisition on the nodes, as redlock status
+shows it.
+
+Exit status:
+  the command's  its exit status, or 128+N when signal N killed it
+  %-3[1]d            bad usage: a bad flag or node URL, no key, no command
+  %-3[3]d            the lock was not acquired: it is held elsewhere (-no-wait,
+                 or -wait ran out), or a quorum of nodes did not answer
+  %-3[2]d            the lock was lost while the command ran; the command was
+                 stopped, whatever its own status
+  %-3[4]d            the command could not be started
+  %-3[5]d            the command was not found
+  128+N          signal N ended the wait for the lock
+Whenever the status is redlock's own rather than the command's, redlock
+says why on stderr.
+
+%s
+Flags:
+`, exitUsage, exitLockLost, exitNotAcquired, exitCannotRun, exitNotFound, nodesHelp)
+	cfg := defaultRunConfig()
+	runFlags(&cfg, w).PrintDefaults()
+}
+
+// validate checks the flags and parses the nodes.
+func (c *runConfig) validate() ([]nodeSpec, error) {
+	switch {
+	case c.key == "":
+		return nil, errors.New("-key is required")
+	case len(c.argv) == 0:
+		return nil, errors.New("no command given: redlock run [flags] -- command [args...]")
+	case c.ttl <= 0:
+		return nil, fmt.Errorf("-ttl must be positive, got %v", c.ttl)
+	case c.wait < 0:
+		return nil, fmt.Errorf("-wait must not be negative, got %v", c.wait)
+	case c.noWait && c.wait > 0:
+		return nil, errors.New("-wait and -no-wait exclude each other")
+	case c.grace <= 0:
+		return nil, fmt.Errorf("-grace must be positive, got %v", c.grace)
+	case c.maxHold < 0:
+		return nil, fmt.Errorf("-max-hold must not be negative, got %v", c.maxHold)
+	case c.nodeTimeout < 0:
+		return nil, fmt.Errorf("-node-timeout must not be negative, got %v", c.nodeTimeout)
+	}
+	return parseNodes(c.nodes)
+}
+
+// options returns the Client's options. The retry delay is longer than the
+// library's default: a release wakes the waiters at once on pub/sub, so the
+// jittered retry only matters when a holder died and its key expires, and
+// a tool that may wait for minutes need not poll every node 10 times a
+// second for that.
+func (c *runConfig) options() []redlock.Option {
+	nt := c.nodeTimeout
+	if nt == 0 {
+		nt = min(max(c.ttl/10, 2*time.Millisecond), maxNodeTimeout)
+	}
+	return []redlock.Option{
+		redlock.WithTTL(c.ttl),
+		redlock.WithAutoExtend(true),
+		redlock.WithKeyPrefix(c.prefix),
+		redlock.WithMaxHold(c.maxHold),
+		redlock.WithNodeTimeout(nt),
+		redlock.WithRetryDelay(50*time.Millisecond, 500*time.Millisecond),
+	}
+}
+
+func runCommand(ctx context.Context, args []string, _, stderr io.Writer) int {
+	if !runSupported {
+		fmt.Fprintln(stderr, "redlock run: not supported on this platform")
+		return exitUsage
+	}
+	cfg := defaultRunConfig()
+	fs := runFlags(&cfg, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	cfg.argv = fs.Args()
+	specs, err := cfg.validate()
+	if err != nil {
+		fmt.Fprintf(stderr, "redlock run: %v\n(redlock help run prints the flags and exit statuses)\n", err)
+		return exitUsage
+	}
+	r := &runner{cfg: cfg, specs: specs, stderr: stderr}
+	// In a group of its own, a command that reads the terminal would be
+	// stopped by SIGTTIN, and run would wait for it forever. So on an
+	// interactive terminal the command stays in run's group, unless
+	// -foreground=false says otherwise.
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "foreground" })
+	if foregroundTTY() {
+		if !explicit {
+			r.cfg.foreground = true
+		}
+		r.terminal = r.cfg.foreground
+	}
+	return r.run(ctx)
+}
+
+// runner is one run of the command under the lock.
+type runner struct {
+	cfg    runConfig
+	specs  []nodeSpec
+	stderr io.Writer
+	// terminal is set when the command shares run's process group in the
+	// foreground of a terminal: the terminal's SIGINT and SIGQUIT reach the
+	// command directly, and are not passed on a second time.
+	terminal bool
+}
+
+func (r *runner) say(format string, args ...any) {
+	fmt.Fprintf(r.stderr, "redlock run: "+format+"\n", args...)
+}
+
+func (r *runner) verbose(format string, args ...any) {
+	if r.cfg.verbose {
+		r.say(format, args...)
+	}
+}
+
+func (r *runner) run(ctx context.Context) int {
+	// Catch the signals before the first request: one that comes while
+	// run waits for the lock ends the wait, and one that comes while the
+	// command runs is passed on.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+
+	rcs := dial(r.specs)
+	defer closeAll(rcs)
+	conns := make([]redis.UniversalClient, len(rcs))
+	for i, rc := range rcs {
+		conns[i] = rc
+	}
+	client, err := redlock.New(conns, r.cfg.options()...)
+	if err != nil {
+		// Bad options, or the same server given twice.
+		r.say("%v", err)
+		return exitUsage
+	}
+	// Deferred after closeAll, so it runs first: the Client's requests in
+	// flight need the go-redis clients.
+	defer client.Close()
+
+	l, code := r.acquire(ctx, client, sigs)
+	if l == nil {
+		return code
+	}
+	return r.supervise(ctx, l, sigs)
+}
+
+// acquire acquires the lock. Without it, it returns run's exit status.
+func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.Signal) (*redlock.Lock, int) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if r.cfg.wait > 0 {
+		var cancelWait context.CancelFunc
+		actx, cancelWait = context.WithTimeout(actx, r.cfg.wait)
+		defer cancelWait()
+	}
+
+	// A signal ends the wait. The watcher is stopped before the command
+	// starts, and says which signal it got.
+	stop := make(chan struct{})
+	interrupted := make(chan os.Signal, 1)
+	go func() {
+		defer close(interrupted)
+		for {
+			select {
+			case s := <-sigs:
+				if endsWait(s) {
+					interrupted <- s
+					cancel()
+					return
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+
+	switch {
+	case r.cfg.noWait:
+		r.verbose("trying to acquire %q once on %d nodes", r.cfg.key, len(r.specs))
+	case r.cfg.wait > 0:
+		r.verbose("acquiring %q on %d nodes, waiting up to %v", r.cfg.key, len(r.specs), r.cfg.wait)
+	default:
+		r.verbose("acquiring %q on %d nodes, waiting as long as it takes", r.cfg.key, len(r.specs))
+	}
+	start := time.Now()
+	var (
+		l   *redlock.Lock
+		err error
+	)
+	if r.cfg.noWait {
+		l, err = c.TryLock(actx, r.cfg.key)
+	} else {
+		l, err = c.Lock(actx, r.cfg.key)
+	}
+	close(stop)
+	if sig, ok := <-interrupted; ok {
+		if l != nil {
+			r.release(l)
+		}
+		r.say("%s while waiting for %q; exiting %d", signalName(sig), r.cfg.key, signalStatus(sig))
+		return nil, signalStatus(sig)
+	}
+	if err != nil {
+		if errors.Is(err, redlock.ErrInvalidOption) {
+			r.say("%v", err)
+			return nil, exitUsage
+		}
+		switch {
+		case r.cfg.noWait:
+			r.say("-no-wait: %v; exiting %d", err, exitNotAcquired)
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			r.say("-wait %v ran out: %v; exiting %d", r.cfg.wait, err, exitNotAcquired)
+		default:
+			r.say("%v; exiting %d", err, exitNotAcquired)
+		}
+		return nil, exitNotAcquired
+	}
+	st := l.Stats()
+	r.verbose("acquired %q after %v: %d/%d nodes (quorum %d), validity %v, token %s",
+		r.cfg.key, time.Since(start).Round(time.Millisecond), st.Yes, len(st.Nodes), st.Quorum,
+		st.Validity.Round(time.Millisecond), l.Token())
+	for _, v := range st.Nodes {
+		if v.Vote == redlock.VoteFailed {
+			r.verbose("  node %d (%s): %v", v.Index, v.Addr, v.Err)
+		}
+	}
+	return l, 0
+}
+
+// supervise runs the command while l is held and returns run's exit status.
+func (r *runner) supervise(ctx context.Context, l *redlock.Lock, sigs <-chan os.Signal) int {
+	select {
+	case <-l.Done():
+		// Lost between the acquisition and now: do not start.
+		r.say("lock %q lost before the command started: %v; exiting %d", r.cfg.key, l.Err(), exitLockLost)
+		r.release(l)
+		return exitLockLost
+	default:
+	}
+	env := []string{"REDLOCK_KEY=" + r.cfg.key, "REDLOCK_TOKEN=" + l.Token()}
+	ch, err := startChild(r.cfg.argv, env, r.cfg.foreground)
+	if err != nil {
+		r.release(l)
+		code := startStatus(err)
+		r.say("%v; exiting %d", err, code)
+		return code
+	}
+	r.verbose("started pid %d: %s", ch.pid(), strings.Join(r.cfg.argv, " "))
+
+	type result struct {
+		ps  *os.ProcessState
+		err error
+	}
+	exited := make(chan result, 1)
+	go func() {
+		ps, err := ch.wait()
+		exited <- result{ps, err}
+	}()
+
+	var (
+		lost     error            // why the lock was lost, once it was
+		lockDone = l.Done()       // nil once lost
+		ctxDone  = ctx.Done()     // nil once handled
+		killAt   <-chan time.Time // fires -grace after the loss
+		deadline time.Time        // when killAt fires
+		killed   bool             // SIGKILL was sent
+		res      result
+	)
+loop:
+	for {
+		select {
+		case res = <-exited:
+			break loop
+		case s := <-sigs:
+			if r.terminal && terminalSignal(s) {
+				r.verbose("%s: the terminal sent it to the command too", signalName(s))
+				continue
+			}
+			r.verbose("passing %s on to the command", signalName(s))
+			r.signal(ch, s)
+		case <-ctxDone:
+			ctxDone = nil
+			r.signal(ch, sigTERM)
+		case <-lockDone:
+			lockDone = nil
+			lost = l.Err()
+			r.say("lock %q lost: %v; sending SIGTERM to the command, and SIGKILL in %v", r.cfg.key, lost, r.cfg.grace)
+			r.signal(ch, sigTERM)
+			deadline = time.Now().Add(r.cfg.grace)
+			t := time.NewTimer(r.cfg.grace)
+			defer t.Stop()
+			killAt = t.C
+		case <-killAt:
+			killAt, killed = nil, true
+			r.say("the command did not exit within -grace %v of SIGTERM; sending SIGKILL", r.cfg.grace)
+			r.signal(ch, sigKILL)
+		}
+	}
+	if res.ps == nil {
+		// Wait failed without the command having been reaped; there is
+		// no status to pass on.
+		r.say("waiting for the command: %v", res.err)
+		r.release(l)
+		return exitFail
+	}
+	code := exitStatus(res.ps)
+	r.verbose("the command exited: %v", res.ps)
+
+	if lost == nil {
+		// A loss that coincides with the exit counts: the command may have
+		// run its last moments without the lock.
+		select {
+		case <-l.Done():
+			lost = l.Err()
+			r.say("lock %q lost as the command exited: %v", r.cfg.key, lost)
+			r.signal(ch, sigTERM) // what the command left in its group
+			deadline = time.Now().Add(r.cfg.grace)
+		default:
+		}
+	}
+	if lost != nil {
+		if !killed {
+			r.stopGroup(ch, deadline)
+		}
+		// Clear what is left on the nodes that still hold the token.
+		r.release(l)
+		r.say("exiting %d: the lock was lost while the command ran (the command's own status was %d)", exitLockLost, code)
+		return exitLockLost
+	}
+	r.release(l)
+	return code
+}
+
+// signal sends sig to the command, and complains if that fails.
+func (r *runner) signal(ch *child, sig os.Signal) {
+	if err := ch.signal(sig); err != nil {
+		r.say("sending %s to the command: %v", signalName(sig), err)
+	}
+}
+
+// stopGroup waits, after a loss, until the rest of the command's process
+// group has exited too, and kills what is left at the deadline. Programs
+// that a script started in the background must not go on without the lock
+// either.
+func (r *runner) stopGroup(ch *child, deadline time.Time) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for ch.groupAlive() {
+		if !time.Now().Before(deadline) {
+			r.say("sending SIGKILL to what is left of the command's process group")
+			r.signal(ch, sigKILL)
+			return
+		}
+		<-tick.C
+	}
+}
+
+// release unlocks l. The command has exited, so a failure changes nothing
+// but the time others wait: the keys that are left expire within the TTL.
+func (r *runner) release(l *redlock.Lock) {
+	wasLost := l.Err() != nil
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	switch err := l.Unlock(ctx); {
+	case wasLost:
+		// Already reported; this only cleared what was left on the nodes.
+	case err != nil:
+		r.say("warning: releasing %q: %v; what is left on the nodes expires within -ttl %v", r.cfg.key, err, r.cfg.ttl)
+	default:
+		r.verbose("released %q", r.cfg.key)
+	}
+}

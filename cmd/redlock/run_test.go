@@ -1,0 +1,300 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Concurrent runs on one key take turns: each command's start and end
+// markers are adjacent in the shared file, and the runs together last at
+// least the sum of their holds.
+func TestRunSerializes(t *testing.T) {
+	const (
+		runs = 3
+		hold = 400 * time.Millisecond
+	)
+	_, nodes := startNodes(t, 3)
+	out := filepath.Join(t.TempDir(), "out")
+	script := fmt.Sprintf(`echo "start $REDLOCK_TOKEN $REDLOCK_KEY" >> "$OUT"; sleep %.1f; echo "end $REDLOCK_TOKEN" >> "$OUT"`, hold.Seconds())
+
+	start := time.Now()
+	procs := make([]*proc, runs)
+	for i := range procs {
+		env := []string{"OUT=" + out}
+		args := []string{"run", "--key", "serial", "--wait", "30s", "--", "sh", "-c", script}
+		if i == 0 {
+			env = append(env, envNodes+"="+nodes) // nodes from the environment
+		} else {
+			args = append([]string{"run", "--nodes", nodes}, args[1:]...)
+		}
+		procs[i] = startRedlock(t, env, args...)
+	}
+	for i, p := range procs {
+		code := p.wait(t, 30*time.Second)
+		require.Equal(t, 0, code, "run %d: exit status: got %d, want 0; stderr:\n%s", i, code, p.errText())
+	}
+	elapsed := time.Since(start)
+
+	lines := strings.Split(strings.TrimSpace(readFile(out)), "\n")
+	require.Len(t, lines, 2*runs, "markers: got %q", lines)
+	tokens := map[string]bool{}
+	for i := 0; i < len(lines); i += 2 {
+		s, e := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		require.Len(t, s, 3, "line %d: got %q, want start TOKEN KEY", i, lines[i])
+		require.Len(t, e, 2, "line %d: got %q, want end TOKEN", i+1, lines[i+1])
+		require.Equal(t, "start", s[0], "line %d: got %q; the holds interleaved:\n%s", i, lines[i], strings.Join(lines, "\n"))
+		require.Equal(t, []string{"end", s[1]}, e, "line %d: got %q, want the end of %s; the holds interleaved:\n%s", i+1, lines[i+1], s[1], strings.Join(lines, "\n"))
+		require.Equal(t, "serial", s[2], "REDLOCK_KEY: got %q, want serial", s[2])
+		require.NotEmpty(t, s[1], "REDLOCK_TOKEN is empty")
+		tokens[s[1]] = true
+	}
+	require.Len(t, tokens, runs, "tokens: got %v, want %d distinct", tokens, runs)
+	require.GreaterOrEqual(t, elapsed, runs*hold, "elapsed: got %v, want at least %v for %d holds in turn", elapsed, runs*hold, runs)
+}
+
+func TestRunExitStatus(t *testing.T) {
+	_, nodes := startNodes(t, 3)
+	notExec := filepath.Join(t.TempDir(), "not-executable")
+	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
+
+	tests := []struct {
+		name    string
+		command []string
+		want    int
+		stdout  string // in the run's stdout
+		stderr  string // in the run's stderr
+	}{
+		{"zero", []string{"sh", "-c", "echo hello"}, 0, "hello\n", ""},
+		{"seven", []string{"sh", "-c", "echo to-stderr >&2; exit 7"}, 7, "", "to-stderr"},
+		{"255", []string{"sh", "-c", "exit 255"}, 255, "", ""},
+		{"killed by SIGKILL", []string{"sh", "-c", "kill -KILL $$"}, 128 + 9, "", ""},
+		{"killed by SIGTERM", []string{"sh", "-c", "kill -TERM $$"}, 128 + 15, "", ""},
+		{"not found", []string{"no-such-command-redlock-test"}, exitNotFound, "", "executable file not found"},
+		{"not executable", []string{notExec}, exitCannotRun, "", "permission denied"},
+		{"flags end at the command", []string{"sh", "-c", `test "$1" = "--key"`, "sh", "--key"}, 0, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "exit-" + strings.ReplaceAll(tt.name, " ", "-")
+			args := append([]string{"run", "--nodes", nodes, "--key", key}, tt.command...)
+			code, stdout, stderr := runRedlock(t, nil, args...)
+			require.Equal(t, tt.want, code, "exit status: got %d, want %d; stderr:\n%s", code, tt.want, stderr)
+			require.Contains(t, stdout, tt.stdout, "stdout: got %q, want %q in it", stdout, tt.stdout)
+			require.Contains(t, stderr, tt.stderr, "stderr: got %q, want %q in it", stderr, tt.stderr)
+
+			// The lock was released, whatever the command did.
+			code, _, stderr = runRedlock(t, nil, "run", "--nodes", nodes, "--key", key, "--no-wait", "--", "true")
+			require.Equal(t, 0, code, "run after: exit status: got %d, want 0 (released); stderr:\n%s", code, stderr)
+		})
+	}
+}
+
+// Signals that redlock gets go to the command's whole process group, and
+// the command's status passes through.
+func TestRunForwardsSignals(t *testing.T) {
+	requireProc(t)
+	_, nodes := startNodes(t, 3)
+	for _, tt := range []struct {
+		sig  syscall.Signal
+		want int
+	}{{syscall.SIGINT, 5}, {syscall.SIGTERM, 6}, {syscall.SIGHUP, 7}} {
+		t.Run(signalName(tt.sig), func(t *testing.T) {
+			dir := t.TempDir()
+			out, pidFile := filepath.Join(dir, "out"), filepath.Join(dir, "pid")
+			// A background job of a non-interactive sh ignores SIGINT, so
+			// only SIGTERM and SIGHUP are expected to reach it.
+			script := fmt.Sprintf(`trap 'echo got signal >> "$OUT"; exit %d' %s
+sleep 60 & echo $! > "$PIDFILE"
+echo ready >> "$OUT"
+while :; do sleep 0.02; done`, tt.want, strings.TrimPrefix(signalName(tt.sig), "SIG"))
+			p := startRedlock(t, []string{"OUT=" + out, "PIDFILE=" + pidFile},
+				"run", "--nodes", nodes, "--key", "signals-"+signalName(tt.sig), "-v", "--", "sh", "-c", script)
+			eventually(t, 10*time.Second, "command ready", func() bool { return fileHas(out, "ready") })
+			bg := readPID(t, pidFile)
+
+			p.signal(t, tt.sig)
+			code := p.wait(t, 10*time.Second)
+			require.Equal(t, tt.want, code, "exit status: got %d, want %d; stderr:\n%s", code, tt.want, p.errText())
+			require.True(t, fileHas(out, "got signal"), "the command did not get %v; out:\n%s", tt.sig, readFile(out))
+			require.Contains(t, p.errText(), "passing "+signalName(tt.sig)+" on to the command")
+			if tt.sig != syscall.SIGINT {
+				eventually(t, 5*time.Second, "background job of the command gone", func() bool { return processGone(bg) })
+			} else {
+				_ = syscall.Kill(bg, syscall.SIGKILL)
+			}
+		})
+	}
+}
+
+// A majority of nodes dies while the command runs: the lock is lost, the
+// command (and its process group) gets SIGTERM, and run exits 76.
+func TestRunLockLost(t *testing.T) {
+	requireProc(t)
+	const (
+		exitOnTerm = `trap 'echo got TERM >> "$OUT"; exit 3' TERM`
+		bgJob      = `sleep 60`
+	)
+	for _, tt := range []struct {
+		name     string
+		trap     string // the command's response to SIGTERM
+		bg       string // a job the command starts in the background
+		grace    time.Duration
+		wantTerm bool   // the command saw SIGTERM and exited
+		stderr   string // in run's stderr
+	}{
+		{"command exits on SIGTERM", exitOnTerm, bgJob, 5 * time.Second, true, "sending SIGTERM to the command"},
+		{"command ignores SIGTERM", `trap '' TERM`, bgJob, 300 * time.Millisecond, false, "the command did not exit within -grace 300ms of SIGTERM; sending SIGKILL"},
+		{"background job ignores SIGTERM", exitOnTerm, `(trap '' TERM; exec sleep 60)`, 300 * time.Millisecond, true, "sending SIGKILL to what is left of the command's process group"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			servers, nodes := startNodes(t, 5)
+			dir := t.TempDir()
+			out, pidFile := filepath.Join(dir, "out"), filepath.Join(dir, "pid")
+			script := tt.trap + "\n" + tt.bg + ` & echo $! > "$PIDFILE"
+echo started >> "$OUT"
+while :; do sleep 0.02; done`
+			p := startRedlock(t, []string{"OUT=" + out, "PIDFILE=" + pidFile},
+				"run", "--nodes", nodes, "--key", "lost", "--ttl", "1s", "--grace", tt.grace.String(), "--", "sh", "-c", script)
+			eventually(t, 10*time.Second, "command started", func() bool { return fileHas(out, "started") })
+			bg := readPID(t, pidFile)
+
+			killed := time.Now()
+			for _, s := range servers[:3] {
+				s.Kill()
+			}
+			code := p.wait(t, 15*time.Second)
+			took := time.Since(killed)
+			stderr := p.errText()
+			require.Equal(t, exitLockLost, code, "exit status: got %d, want %d; stderr:\n%s", code, exitLockLost, stderr)
+			require.Contains(t, stderr, "lock lost")
+			require.Contains(t, stderr, tt.stderr)
+			require.Equal(t, tt.wantTerm, fileHas(out, "got TERM"), "the command's SIGTERM trap ran: got %v, want %v", !tt.wantTerm, tt.wantTerm)
+			// The loss comes within a TTL of the kill; then the grace.
+			require.Less(t, took, time.Second+tt.grace+3*time.Second, "exit %v after the kill", took)
+			eventually(t, 5*time.Second, "background job of the command gone", func() bool { return processGone(bg) })
+		})
+	}
+}
+
+// A run that finds the key held exits 75: at once with --no-wait, after
+// --wait otherwise. A signal ends a wait with 128+N. Once the holder is done
+// the key is free.
+func TestRunHeldKey(t *testing.T) {
+	_, nodes := startNodes(t, 3)
+	h := holdKey(t, nodes, "held")
+
+	code, _, stderr := runRedlock(t, nil, "run", "--nodes", nodes, "--key", "held", "--no-wait", "--", "true")
+	require.Equal(t, exitNotAcquired, code, "--no-wait: exit status: got %d, want %d; stderr:\n%s", code, exitNotAcquired, stderr)
+	require.Contains(t, stderr, "-no-wait: redlock: not acquired")
+
+	const wait = 300 * time.Millisecond
+	start := time.Now()
+	code, _, stderr = runRedlock(t, nil, "run", "--nodes", nodes, "--key", "held", "--wait", wait.String(), "--", "true")
+	require.Equal(t, exitNotAcquired, code, "--wait: exit status: got %d, want %d; stderr:\n%s", code, exitNotAcquired, stderr)
+	require.Contains(t, stderr, "-wait 300ms ran out")
+	require.GreaterOrEqual(t, time.Since(start), wait)
+
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		p := startRedlock(t, nil, "run", "--nodes", nodes, "--key", "held", "-v", "--", "true")
+		eventually(t, 10*time.Second, "waiter waiting", func() bool { return strings.Contains(p.errText(), "waiting as long as it takes") })
+		p.signal(t, sig)
+		code = p.wait(t, 10*time.Second)
+		want := exitSignalBase + int(sig)
+		require.Equal(t, want, code, "%v while waiting: exit status: got %d, want %d; stderr:\n%s", sig, code, want, p.errText())
+		require.Contains(t, p.errText(), signalName(sig)+` while waiting for "held"`)
+	}
+
+	require.Equal(t, 0, h.release(t), "holder: stderr:\n%s", h.p.errText())
+	code, _, stderr = runRedlock(t, nil, "run", "--nodes", nodes, "--key", "held", "--no-wait", "--", "true")
+	require.Equal(t, 0, code, "--no-wait after release: exit status: got %d, want 0; stderr:\n%s", code, stderr)
+}
+
+// A waiting run gets the lock as soon as the holder releases it.
+func TestRunWaits(t *testing.T) {
+	_, nodes := startNodes(t, 3)
+	h := holdKey(t, nodes, "wait")
+	p := startRedlock(t, nil, "run", "--nodes", nodes, "--key", "wait", "--wait", "20s", "--", "sh", "-c", "echo got it")
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-p.done:
+		t.Fatalf("waiter exited while the key was held; stderr:\n%s", p.errText())
+	default:
+	}
+	released := time.Now()
+	require.Equal(t, 0, h.release(t))
+	code := p.wait(t, 10*time.Second)
+	require.Equal(t, 0, code, "waiter: exit status: got %d, want 0; stderr:\n%s", code, p.errText())
+	require.Equal(t, "got it\n", p.outText())
+	require.Less(t, time.Since(released), 5*time.Second)
+}
+
+func TestRunBadURL(t *testing.T) {
+	code, stdout, stderr := runRedlock(t, nil, "run", "--nodes", "redis://127.0.0.1:1,http://u:hunter2@example.com:6379", "--key", "k", "--", "true")
+	require.Equal(t, exitUsage, code, "exit status: got %d, want %d; stderr:\n%s", code, exitUsage, stderr)
+	require.Contains(t, stderr, `bad node URL "http://u:xxxxx@example.com:6379": redis: invalid URL scheme: http`)
+	require.NotContains(t, stderr, "hunter2")
+	require.Empty(t, stdout)
+
+	code, _, stderr = runRedlock(t, []string{envNodes + "=redis://127.0.0.1:1,localhost:6379"}, "run", "--key", "k", "--", "true")
+	require.Equal(t, exitUsage, code, "exit status: got %d, want %d; stderr:\n%s", code, exitUsage, stderr)
+	require.Contains(t, stderr, `REDLOCK_NODES: bad node URL "localhost:6379"`)
+}
+
+func TestVersionCommand(t *testing.T) {
+	for _, arg := range []string{"version", "--version"} {
+		code, stdout, stderr := runRedlock(t, nil, arg)
+		require.Equal(t, 0, code, "%s: stderr: %s", arg, stderr)
+		want := "redlock " + testVersion + " ("
+		require.True(t, strings.HasPrefix(stdout, want), "%s: got %q, want it to start with %q", arg, stdout, want)
+		require.Contains(t, stdout, runtime.Version())
+	}
+}
+
+// requireProc skips tests that look into /proc to see that a process is
+// gone.
+func requireProc(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc on this system")
+	}
+}
+
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	eventually(t, 5*time.Second, "pid file", func() bool {
+		var err error
+		pid, err = strconv.Atoi(strings.TrimSpace(readFile(path)))
+		return err == nil
+	})
+	t.Cleanup(func() {
+		if !processGone(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return pid
+}
+
+// processGone reports whether pid has exited: it is gone from /proc, or a
+// zombie that nobody has reaped yet.
+func processGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// "pid (comm) state ..."; comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+}
