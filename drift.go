@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -82,8 +81,6 @@ type nodeGuard struct {
 	lastRTT   time.Duration
 }
 
-// errQuarantined is the cause in the vote of a quarantined node.
-var errQuarantined = errors.New("node quarantined by the guard")
 
 // observe takes one sample of the node: its INFO server text (or the error
 // that came instead), its TIME, and the local times around the request. It
@@ -139,7 +136,7 @@ func (g *nodeGuard) quarantine(n *node, t time.Time, reason string, log *slog.Lo
 // check returns the quarantine error at now, or nil. g.mu must be held.
 func (g *nodeGuard) check(now time.Time) error {
 	if now.Before(g.until) {
-		return fmt.Errorf("%w: %s; excluded for %v more", errQuarantined, g.reason, g.until.Sub(now).Round(time.Millisecond))
+		return fmt.Errorf("%w: %s; excluded for %v more", ErrQuarantined, g.reason, g.until.Sub(now).Round(time.Millisecond))
 	}
 	return nil
 }

@@ -26,20 +26,26 @@ var (
 	// ErrClosed is returned by calls made after Client.Close.
 	ErrClosed = errors.New("redlock: client closed")
 
-	// errInFlight is the vote of a node that still has a request of this
-	// acquisition in flight: it is not asked again until that one answers.
-	errInFlight = errors.New("previous request to this node still in flight")
+	// ErrInFlight is the cause in a VoteFailed of a node that still had a
+	// request of the same acquisition in flight, so it was not asked again.
+	ErrInFlight = errors.New("redlock: previous request to this node still in flight")
 
-	// errNodeTimeout is the vote of a node that did not answer within the
-	// node timeout.
-	errNodeTimeout = errors.New("no answer within the node timeout")
+	// ErrNodeTimeout is the cause in a VoteFailed of a node that did not
+	// answer within the node timeout: it may be down or hung.
+	ErrNodeTimeout = errors.New("redlock: no answer within the node timeout")
+
+	// ErrNoAnswer is the cause in a VoteFailed of a node that had not
+	// answered yet when the round was decided without it: usually only
+	// slower than the quorum. Its answer is still handled when it comes.
+	ErrNoAnswer = errors.New("redlock: no answer before the decision")
+
+	// ErrQuarantined is the cause in a VoteFailed of a node whose yes the
+	// node guard did not count: it restarted less than the max TTL ago, or
+	// its clock jumped. See WithNodeGuard.
+	ErrQuarantined = errors.New("redlock: node quarantined by the guard")
 
 	// errNotAsked is the vote of a node that a round left out on purpose.
 	errNotAsked = errors.New("not asked")
-
-	// errNoAnswer is the vote of a node that had not answered when the round
-	// was decided without it.
-	errNoAnswer = errors.New("no answer before the decision")
 )
 
 // NodeError is the failure of one node in a round. It carries the node's

@@ -50,7 +50,7 @@ func TestGuardQuarantinesClockJump(t *testing.T) {
 	require.NoError(t, err, "four nodes are enough")
 	v := l.Stats().Nodes[0]
 	if v.Vote == VoteFailed && !errorsIsNoAnswer(v.Err) {
-		require.ErrorIs(t, v.Err, errQuarantined)
+		require.ErrorIs(t, v.Err, ErrQuarantined)
 		require.Contains(t, v.Err.Error(), "clock jumped by")
 	}
 	require.Eventually(t, func() bool { return c.nodes[0].guard.status(time.Now()) != nil }, 5*time.Second, time.Millisecond)
@@ -73,12 +73,12 @@ func TestGuardQuarantinesClockJump(t *testing.T) {
 		}
 	}
 	require.ErrorIs(t, err, ErrNotAcquired)
-	require.ErrorIs(t, err, errQuarantined)
+	require.ErrorIs(t, err, ErrQuarantined)
 	require.Contains(t, err.Error(), "quarantined")
 }
 
 func errorsIsNoAnswer(err error) bool {
-	return err == errNoAnswer
+	return err == ErrNoAnswer
 }
 
 func TestGuardLearnsRestartsFromInfo(t *testing.T) {
@@ -130,13 +130,13 @@ func TestGuardStopsOverlapAfterEmptyRestart(t *testing.T) {
 			}
 			require.False(t, overlap, "the guard let a second holder in after an empty restart")
 			require.ErrorIs(t, err, ErrNotAcquired)
-			require.ErrorIs(t, err, errQuarantined)
+			require.ErrorIs(t, err, ErrQuarantined)
 			require.Contains(t, err.Error(), "restarted")
 			// A fresh Client that never saw the nodes also keeps them out:
 			// their uptime is below the max TTL.
 			fresh := realClients(t, srv, 1, opts...)[0]
 			_, err = fresh.TryLock(t.Context(), "restart")
-			require.ErrorIs(t, err, errQuarantined)
+			require.ErrorIs(t, err, ErrQuarantined)
 			require.Contains(t, err.Error(), "less than the max TTL")
 			// The restart took the lock from a majority: it is lost.
 			require.ErrorIs(t, held.Unlock(t.Context()), ErrNotHeld)

@@ -192,7 +192,7 @@ func TestRealPausedNodeDoesNotSlowAcquisition(t *testing.T) {
 		l, err := c.TryLock(t.Context(), key)
 		require.NoError(t, err)
 		st := l.Stats()
-		require.ErrorIs(t, st.Nodes[2].Err, errNoAnswer,
+		require.ErrorIs(t, st.Nodes[2].Err, ErrNoAnswer,
 			"attempt %d: got paused node's vote %v (%v), want no answer before the decision", i, st.Nodes[2].Vote, st.Nodes[2].Err)
 		require.NoError(t, l.Unlock(t.Context()))
 	}

@@ -98,12 +98,13 @@ func serverID(c redis.UniversalClient) (id string, ok bool) {
 // acquire votes on the target's keys. It returns 0 when another holder has
 // one of them, and otherwise 1, or with fencing the largest new fence value.
 //
-// The first attempt of a plain one-key acquisition is a plain SET NX PX, the
-// wire layout that redsync and the reference clients share: a fresh token
-// cannot already be on the node. Every other case runs acquire.lua, which
-// also counts a leftover of our own token as taken by us.
-func (n *node) acquire(ctx context.Context, t *target, ttl time.Duration, first bool) (int64, error) {
-	if first && t.plainSingle() {
+// With plain set, a plain one-key acquisition is a plain SET NX PX, the wire
+// layout that redsync and the reference clients share: the caller sets it
+// when none of our token can be on the node (the first attempt, or the node
+// said no to the last one). Every other case runs acquire.lua, which also
+// counts a leftover of our own token as taken by us.
+func (n *node) acquire(ctx context.Context, t *target, ttl time.Duration, plain bool) (int64, error) {
+	if plain && t.plainSingle() {
 		ok, err := n.client.SetNX(ctx, t.rkeys[0], t.token, ttl).Result()
 		if ok {
 			return 1, err
@@ -117,15 +118,15 @@ func (n *node) acquire(ctx context.Context, t *target, ttl time.Duration, first 
 // the same pipeline, on the same connection, just before the acquire
 // command, so that the guard sees a restart or a clock jump before the
 // node's vote is counted. A quarantined node's yes comes back as an error
-// that wraps errQuarantined; the key it may have set is rolled back with the
+// that wraps ErrQuarantined; the key it may have set is rolled back with the
 // failed votes, or released by Unlock.
-func (n *node) acquireGuarded(ctx context.Context, c *Client, t *target, ttl time.Duration, first bool, cfg *config) (int64, error) {
+func (n *node) acquireGuarded(ctx context.Context, c *Client, t *target, ttl time.Duration, plain bool, cfg *config) (int64, error) {
 	pipe := n.client.Pipeline()
 	info := pipe.Info(ctx, "server")
 	tm := pipe.Time(ctx)
 	var set *redis.BoolCmd
 	var script *redis.Cmd
-	if first && t.plainSingle() {
+	if plain && t.plainSingle() {
 		set = pipe.SetNX(ctx, t.rkeys[0], t.token, ttl)
 	} else {
 		script = acquireScript.EvalSha(ctx, pipe, t.scriptKeys(), acquireArgs(t, ttl)...)

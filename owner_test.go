@@ -67,7 +67,7 @@ func TestOwnerMixedOwnersAndPlainLocks(t *testing.T) {
 	require.ErrorAs(t, err, &qe)
 	for _, v := range qe.Stats.Nodes {
 		if v.Vote == VoteFailed {
-			require.ErrorIs(t, v.Err, errNoAnswer, "a plain key is taken, not an error, for an owner lock")
+			require.ErrorIs(t, v.Err, ErrNoAnswer, "a plain key is taken, not an error, for an owner lock")
 		}
 	}
 	require.NoError(t, plain.Unlock(t.Context()))

@@ -213,17 +213,17 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 			o.count(rp)
 		case <-timer.C:
 			o.end = c.now()
-			o.markPending(c, errNodeTimeout)
+			o.markPending(c, ErrNodeTimeout)
 			return o
 		case <-ctx.Done():
 			o.ctxErr = ctx.Err()
 			o.end = c.now()
-			o.markPending(c, errNoAnswer)
+			o.markPending(c, ErrNoAnswer)
 			return o
 		}
 	}
 	o.end = c.now()
-	o.markPending(c, errNoAnswer)
+	o.markPending(c, ErrNoAnswer)
 	return o
 }
 
@@ -291,7 +291,7 @@ func (o *outcome) markPending(c *Client, why error) {
 			continue
 		}
 		o.votes[i].Vote, o.votes[i].Err = VoteFailed, why
-		if why == errNodeTimeout {
+		if why == ErrNodeTimeout {
 			o.r.stalled[i] = true
 			c.nodes[i].stalled.Add(1)
 		}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -221,8 +222,9 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait
 		c:    c,
 		cfg:  cfg,
 		keys: keys,
-		t:    t,
-		busy: make([]int, len(c.nodes)),
+		t:      t,
+		busy:   make([]int, len(c.nodes)),
+		lastNo: make([]bool, len(c.nodes)),
 	}
 	var (
 		last *QuorumError
@@ -307,6 +309,9 @@ type acquisition struct {
 	busy []int
 	// lock is the lock once an attempt has won; nil before. Guarded by mu.
 	lock *Lock
+	// lastNo marks the nodes that said no to the last attempt. Only the
+	// calling goroutine uses it.
+	lastNo []bool
 }
 
 // attempt runs one round of acquisition, and with fencing the write-back
@@ -314,19 +319,27 @@ type acquisition struct {
 func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumError) {
 	c, cfg, t := a.c, a.cfg, a.t
 	ttl := cfg.acquireTTL()
+	// A node that said no to the last attempt held another token: none of
+	// ours can be left there, so the plain SET NX will do, as on the first
+	// attempt. Under contention that is most nodes.
+	fresh := slices.Clone(a.lastNo)
 	o := c.fanout(ctx, &spec{
 		op:      OpLock,
 		quorum:  c.quorum,
 		timeout: cfg.nodeTimeout,
 		skip:    a.reserve(func(int) bool { return true }),
 		req: func(ctx context.Context, n *node) (int64, error) {
+			plain := first || fresh[n.index]
 			if cfg.guard {
-				return n.acquireGuarded(ctx, c, t, ttl, first, cfg)
+				return n.acquireGuarded(ctx, c, t, ttl, plain, cfg)
 			}
-			return n.acquire(ctx, t, ttl, first)
+			return n.acquire(ctx, t, ttl, plain)
 		},
 	})
 	a.free(o)
+	for i, v := range o.votes {
+		a.lastNo[i] = v.Vote == VoteNo
+	}
 
 	st := o.stats(OpLock, strings.Join(a.keys, ","), c.quorum)
 	st.Drift = clockDrift(ttl, cfg.driftFactor)
@@ -450,7 +463,7 @@ func (a *acquisition) reserve(on func(i int) bool) func(i int) error {
 		case !on(i):
 			skip[i] = errNotAsked
 		case a.busy[i] > 0:
-			skip[i] = errInFlight
+			skip[i] = ErrInFlight
 		default:
 			a.busy[i]++
 		}

@@ -54,10 +54,16 @@ func eventually(t *testing.T, ms []*miniredis.Miniredis, key, want string) {
 	}
 }
 
-// newClient builds a Client on cs and closes it when the test ends.
+// newClient builds a Client on cs and closes it when the test ends. Unless
+// the test sets it, or its TTL is too short for it, the node timeout is a
+// patient second: the race detector on a loaded machine can make a healthy
+// node miss the default, and most tests are not about slow nodes.
 func newClient(t *testing.T, cs []redis.UniversalClient, opts ...Option) *Client {
 	t.Helper()
-	c, err := New(cs, opts...)
+	c, err := New(cs, append([]Option{WithNodeTimeout(time.Second)}, opts...)...)
+	if errors.Is(err, ErrInvalidOption) {
+		c, err = New(cs, opts...)
+	}
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -188,7 +194,7 @@ func TestEveryPatternOfFailedAndTakenNodes(t *testing.T) {
 			require.Len(t, st.Nodes, n, name)
 			// Each vote that was gathered must match the node's state.
 			for i, v := range st.Nodes {
-				if v.Vote == VoteFailed && (errors.Is(v.Err, errNoAnswer) || errors.Is(v.Err, errNodeTimeout)) {
+				if v.Vote == VoteFailed && (errors.Is(v.Err, ErrNoAnswer) || errors.Is(v.Err, ErrNodeTimeout)) {
 					continue
 				}
 				want := map[int]Vote{free: VoteYes, taken: VoteNo, failed: VoteFailed}[state[i]]
@@ -355,7 +361,7 @@ func TestDecidesAtQuorumAndRemembersLateYes(t *testing.T) {
 	st := l.Stats()
 	require.Equal(t, 3, st.Yes)
 	for _, i := range []int{3, 4} {
-		require.ErrorIs(t, st.Nodes[i].Err, errNoAnswer, "node %d", i)
+		require.ErrorIs(t, st.Nodes[i].Err, ErrNoAnswer, "node %d", i)
 	}
 	g.release()
 	require.Eventually(t, func() bool {
@@ -384,9 +390,12 @@ func TestLateYesAfterFailureIsRolledBack(t *testing.T) {
 	_, err := c.TryLock(ctx, "late")
 	require.ErrorIs(t, err, ErrNotAcquired)
 	require.ErrorIs(t, err, context.Canceled)
-	// The two fast nodes were rolled back before TryLock returned.
-	require.False(t, ms[0].Exists("late"))
-	require.False(t, ms[1].Exists("late"))
+	// The fast nodes are rolled back at once (before TryLock returns when
+	// their answers were in; as they come, otherwise).
+	eventually(t, ms[:2], "late", "")
+	for _, m := range ms[2:] {
+		require.True(t, m.Exists("late"), "a slow node's SET is still unanswered")
+	}
 	g.release()
 	for i, m := range ms {
 		require.Eventually(t, func() bool { return !m.Exists("late") }, 5*time.Second, time.Millisecond,
@@ -463,7 +472,7 @@ func TestNodeTimeoutIsEnforcedByTheLibrary(t *testing.T) {
 	t.Cleanup(g.release)
 	_, err := c.TryLock(t.Context(), "timeout")
 	require.ErrorIs(t, err, ErrNotAcquired)
-	require.ErrorIs(t, err, errNodeTimeout)
+	require.ErrorIs(t, err, ErrNodeTimeout)
 	require.Contains(t, err.Error(), "no answer within the node timeout")
 	g.release()
 	for i, m := range ms {
@@ -523,7 +532,7 @@ func TestRetryCountsOwnLeftoverAsYes(t *testing.T) {
 	ms, cs := minis(t, 5)
 	c := newClient(t, cs)
 	tg := &target{rkeys: []string{"leftover"}, token: "our-token"}
-	a := &acquisition{c: c, cfg: &c.cfg, keys: []string{"leftover"}, t: tg, busy: make([]int, 5)}
+	a := &acquisition{c: c, cfg: &c.cfg, keys: []string{"leftover"}, t: tg, busy: make([]int, 5), lastNo: make([]bool, 5)}
 	// A failed rollback left our token on two nodes.
 	require.NoError(t, ms[0].Set("leftover", "our-token"))
 	require.NoError(t, ms[1].Set("leftover", "our-token"))
@@ -538,7 +547,7 @@ func TestRetryCountsOwnLeftoverAsYes(t *testing.T) {
 func countPending(s Stats) int {
 	n := 0
 	for _, v := range s.Nodes {
-		if errors.Is(v.Err, errNoAnswer) {
+		if errors.Is(v.Err, ErrNoAnswer) {
 			n++
 		}
 	}
