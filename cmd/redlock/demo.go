@@ -50,10 +50,11 @@ type demoConfig struct {
 	// make a request to a killed node last until its deadline.
 	redisRetries bool
 
-	ttl      time.Duration
-	hold     time.Duration // longest hold; each is drawn from [hold/4, hold]
-	retryMin time.Duration // range of Lock's wait between two attempts
-	retryMax time.Duration
+	ttl         time.Duration
+	nodeTimeout time.Duration // 0: the library's default, a tenth of the TTL
+	hold        time.Duration // longest hold; each is drawn from [hold/4, hold]
+	retryMin    time.Duration // range of Lock's wait between two attempts
+	retryMax    time.Duration
 }
 
 func defaultDemoConfig() demoConfig {
@@ -195,7 +196,8 @@ func runDemo(ctx context.Context, w io.Writer, cfg demoConfig) (*demoReport, err
 			rcs = append(rcs, rc)
 			conns[i] = rc
 		}
-		c, err := redlock.New(conns, redlock.WithTTL(cfg.ttl), redlock.WithRetryDelay(cfg.retryMin, cfg.retryMax))
+		c, err := redlock.New(conns, redlock.WithTTL(cfg.ttl), redlock.WithNodeTimeout(cfg.nodeTimeout),
+			redlock.WithRetryDelay(cfg.retryMin, cfg.retryMax))
 		if err != nil {
 			return nil, err
 		}

@@ -50,8 +50,12 @@ func dialProbing() bool {
 
 func TestRunDemo(t *testing.T) {
 	cfg := defaultDemoConfig()
-	cfg.duration = 1500 * time.Millisecond
+	cfg.duration = 3 * time.Second
 	cfg.seed = 1
+	// The race detector on a busy machine can slow the in-process nodes
+	// past the default node timeout of 50ms; this test is about the demo,
+	// not about slow nodes.
+	cfg.nodeTimeout = 200 * time.Millisecond
 	var out bytes.Buffer
 	rep, err := runDemo(t.Context(), &out, cfg)
 	require.NoError(t, err)
