@@ -1,0 +1,230 @@
+package redlock
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// chaosHold is one holder's claim on a key, on the test process's monotonic
+// clock (every time.Time here comes from time.Now or Lock.Until, which carry
+// a monotonic reading).
+type chaosHold struct {
+	key            string
+	client, worker int
+	token          string
+	acquired       time.Time // read once Lock returned
+	until          time.Time // Lock.Until after the last Extend
+	released       time.Time // read before Unlock; zero when left to expire
+	nodes          []int     // nodes that said yes by the decision, for diagnostics
+	fence          uint64    // Lock.Fence; 0 without fencing
+}
+
+// end is when the holder stopped claiming the key: at its release, or at
+// the end of its validity if that came first. Past Until a holder may not
+// rely on the lock, so the claim ends there whatever it did.
+func (h chaosHold) end() time.Time {
+	if !h.released.IsZero() && h.released.Before(h.until) {
+		return h.released
+	}
+	return h.until
+}
+
+// chaosOverlap is two holders of one key whose windows intersect.
+type chaosOverlap struct {
+	a, b chaosHold
+	by   time.Duration // length of the intersection
+}
+
+// chaosOverlaps returns every pair of holds of the same key whose windows
+// [acquired, end) intersect. A hold whose window is empty (Lock returned
+// after Until had already passed) claims nothing.
+func chaosOverlaps(holds []chaosHold) []chaosOverlap {
+	hs := slices.Clone(holds)
+	slices.SortFunc(hs, func(a, b chaosHold) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), a.acquired.Compare(b.acquired))
+	})
+	var out []chaosOverlap
+	var open []chaosHold // holds of the current key still claiming it
+	for i, h := range hs {
+		if i > 0 && hs[i-1].key != h.key {
+			open = open[:0]
+		}
+		if !h.acquired.Before(h.end()) {
+			continue
+		}
+		// Windows are half-open: one that ends exactly when the next
+		// begins does not overlap it.
+		open = slices.DeleteFunc(open, func(o chaosHold) bool { return !o.end().After(h.acquired) })
+		for _, o := range open {
+			end := o.end()
+			if h.end().Before(end) {
+				end = h.end()
+			}
+			out = append(out, chaosOverlap{a: o, b: h, by: end.Sub(h.acquired)})
+		}
+		open = append(open, h)
+	}
+	return out
+}
+
+// chaosFenceInversions counts, for each key, the holds whose fence is not
+// larger than that of the hold acquired just before them. Holders that never
+// overlap must see their fences rise in the order they acquired. Holds
+// without a fence (0: fencing off) are left out.
+func chaosFenceInversions(holds []chaosHold) int {
+	hs := slices.DeleteFunc(slices.Clone(holds), func(h chaosHold) bool { return h.fence == 0 })
+	slices.SortFunc(hs, func(a, b chaosHold) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), a.acquired.Compare(b.acquired))
+	})
+	n := 0
+	for i := 1; i < len(hs); i++ {
+		if hs[i].key == hs[i-1].key && hs[i].fence <= hs[i-1].fence {
+			n++
+		}
+	}
+	return n
+}
+
+// chaosRecorder collects a scenario's history from every worker. It is safe
+// for concurrent use.
+type chaosRecorder struct {
+	mu        sync.Mutex
+	holds     []chaosHold     // guarded by mu
+	latencies []time.Duration // guarded by mu; of the Lock calls that won
+	calls     int             // guarded by mu; Lock calls, won or not
+	unlocked  map[string]bool // guarded by mu; tokens Unlock was called on
+	expired   map[string]bool // guarded by mu; tokens left to expire
+	notHeld   int             // guarded by mu; Unlock calls that got ErrNotHeld
+	extended  int             // guarded by mu; Extend calls that succeeded
+}
+
+func newChaosRecorder() *chaosRecorder {
+	return &chaosRecorder{unlocked: map[string]bool{}, expired: map[string]bool{}}
+}
+
+// lockCall records one Lock call that was not cut short by the end of the
+// scenario.
+func (r *chaosRecorder) lockCall(won bool, took time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if won {
+		r.latencies = append(r.latencies, took)
+	}
+}
+
+// hold records a finished hold and what became of its token.
+func (r *chaosRecorder) hold(h chaosHold) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.holds = append(r.holds, h)
+	if h.released.IsZero() {
+		r.expired[h.token] = true
+	} else {
+		r.unlocked[h.token] = true
+	}
+}
+
+// chaosFigures is what a scenario reports.
+type chaosFigures struct {
+	acquisitions int
+	overlaps     []chaosOverlap
+	residue      int     // lock keys on a live node once every TTL passed
+	inversions   int     // fences out of order; see chaosFenceInversions
+	success      float64 // percent of Lock calls that acquired
+	p50, p99     time.Duration
+}
+
+// figures computes the report from the history.
+func (r *chaosRecorder) figures() chaosFigures {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := chaosFigures{acquisitions: len(r.holds), overlaps: chaosOverlaps(r.holds), inversions: chaosFenceInversions(r.holds)}
+	if r.calls > 0 {
+		f.success = 100 * float64(len(r.latencies)) / float64(r.calls)
+	}
+	f.p50, f.p99 = chaosPercentile(r.latencies, 50), chaosPercentile(r.latencies, 99)
+	return f
+}
+
+// chaosPercentile returns the nearest-rank p-th percentile, or 0 with no data.
+func chaosPercentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100 // ceil(n·p/100), 1-based
+	return s[max(i, 1)-1]
+}
+
+// TestChaosCheckerFindsOverlaps shows that the checker can fail: it must
+// report windows that intersect, and only those.
+func TestChaosCheckerFindsOverlaps(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	h := func(key string, acq, until, rel int) chaosHold {
+		hd := chaosHold{key: key, token: key + "@" + time.Duration(acq).String(), acquired: at(acq), until: at(until)}
+		if rel >= 0 {
+			hd.released = at(rel)
+		}
+		return hd
+	}
+	cases := []struct {
+		name  string
+		holds []chaosHold
+		want  int
+	}{
+		{"disjoint", []chaosHold{h("k", 0, 100, 10), h("k", 20, 120, 30)}, 0},
+		{"back to back", []chaosHold{h("k", 0, 100, 10), h("k", 10, 110, 20)}, 0},
+		{"second starts before release", []chaosHold{h("k", 0, 100, 50), h("k", 40, 140, 60)}, 1},
+		{"expired holder stops at until", []chaosHold{h("k", 0, 100, -1), h("k", 100, 200, 150)}, 0},
+		{"holder past until claims nothing more", []chaosHold{h("k", 0, 100, 300), h("k", 150, 250, 200)}, 0},
+		{"second starts before until", []chaosHold{h("k", 0, 100, -1), h("k", 99, 200, 150)}, 1},
+		{"other keys never overlap", []chaosHold{h("a", 0, 100, 50), h("b", 10, 100, 50)}, 0},
+		{"empty window claims nothing", []chaosHold{h("k", 0, 100, 50), h("k", 30, 20, 40)}, 0},
+		{"three at once", []chaosHold{h("k", 0, 100, 90), h("k", 10, 100, 90), h("k", 20, 100, 90)}, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := chaosOverlaps(tc.holds)
+			if len(got) != tc.want {
+				t.Fatalf("got %d overlaps, want %d: %+v", len(got), tc.want, got)
+			}
+		})
+	}
+}
+
+func TestChaosFenceInversions(t *testing.T) {
+	t0 := time.Now()
+	h := func(key string, ms int, fence uint64) chaosHold {
+		return chaosHold{key: key, acquired: t0.Add(time.Duration(ms) * time.Millisecond), fence: fence}
+	}
+	if got := chaosFenceInversions([]chaosHold{h("a", 0, 1), h("b", 1, 1), h("a", 2, 2), h("b", 3, 5)}); got != 0 {
+		t.Errorf("rising fences: got %d inversions, want 0", got)
+	}
+	if got := chaosFenceInversions([]chaosHold{h("a", 2, 3), h("a", 0, 3), h("a", 5, 2)}); got != 2 {
+		t.Errorf("got %d inversions, want 2 (a repeat and a step back)", got)
+	}
+	if got := chaosFenceInversions([]chaosHold{h("a", 0, 0), h("a", 1, 0)}); got != 0 {
+		t.Errorf("unfenced holds: got %d inversions, want 0", got)
+	}
+}
+
+func TestChaosPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i))
+	}
+	for p, want := range map[int]time.Duration{50: 50, 99: 99, 100: 100, 1: 1} {
+		if got := chaosPercentile(ds, p); got != want {
+			t.Errorf("p%d: got %v, want %v", p, got, want)
+		}
+	}
+	if got := chaosPercentile(nil, 50); got != 0 {
+		t.Errorf("empty: got %v, want 0", got)
+	}
+}

@@ -1,0 +1,363 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockgo/redlock/internal/faultproxy"
+	"github.com/redlockgo/redlock/internal/redistest"
+)
+
+// chaosBackend says what runs the nodes of a chaos scenario.
+type chaosBackend uint8
+
+const (
+	// miniBackend runs miniredis, with ClockTTL on so that keys expire on
+	// the wall clock as on a real server. Clock jumps and injected errors
+	// are exact there.
+	miniBackend chaosBackend = iota
+	// realBackend runs redis-server processes through redistest: SIGKILL,
+	// SIGSTOP and restarts are the real thing.
+	realBackend
+)
+
+func (b chaosBackend) String() string {
+	if b == realBackend {
+		return "real"
+	}
+	return "mini"
+}
+
+// chaosClusterOpts describes the nodes and the Clients of a scenario.
+type chaosClusterOpts struct {
+	backend chaosBackend
+	nodes   int // Redis masters; 5 unless set
+	clients int // library Clients, each with its own go-redis clients
+	// proxied puts a faultproxy.Proxy between every Client and every node,
+	// so that latency, blackholes and resets can hit one Client alone.
+	proxied bool
+	// persistence runs real nodes with appendfsync always, so that a
+	// restart with data keeps every acknowledged lock.
+	persistence bool
+	// defaultClients builds the go-redis clients with go-redis's defaults
+	// (3 retries, 5s read timeout), as most users do. Otherwise they are
+	// chaosRedisOptions.
+	defaultClients bool
+}
+
+// chaosRedisOptions are the go-redis settings of most chaos scenarios: no
+// retries, so that a fault shows up as a failed vote rather than being
+// hidden, and timeouts short enough that the requests a hung node holds end
+// soon after the fault heals.
+func chaosRedisOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:         addr,
+		MaxRetries:   -1,
+		DialTimeout:  250 * time.Millisecond,
+		ReadTimeout:  250 * time.Millisecond,
+		WriteTimeout: 250 * time.Millisecond,
+		PoolTimeout:  250 * time.Millisecond,
+	}
+}
+
+// chaosNode is one Redis master of a scenario: a miniredis or a
+// redis-server, one of the two. Its methods are called from the test
+// goroutine only.
+type chaosNode struct {
+	t     *testing.T
+	index int
+	mini  *miniredis.Miniredis
+	srv   *redistest.Server
+	// admin talks to the node directly, never through a proxy: it injects
+	// faults and scans for residue.
+	admin *redis.Client
+	down  bool // killed and not restarted since
+}
+
+func (n *chaosNode) String() string { return fmt.Sprintf("node %d", n.index) }
+
+func (n *chaosNode) addr() string {
+	if n.mini != nil {
+		return n.mini.Addr()
+	}
+	return n.srv.Addr()
+}
+
+// kill stops the node at once: SIGKILL, or closing the miniredis.
+func (n *chaosNode) kill() {
+	if n.mini != nil {
+		n.mini.Close()
+	} else {
+		n.srv.Kill()
+	}
+	n.down = true
+}
+
+// start brings a killed node back, with the data it had when keep is true
+// (a real node keeps it only with persistence) or empty.
+func (n *chaosNode) start(keep bool) {
+	n.t.Helper()
+	switch {
+	case n.mini != nil:
+		if !keep {
+			n.mini.FlushAll()
+		}
+		if err := n.mini.Restart(); err != nil {
+			n.t.Fatalf("%v: restart: %v", n, err)
+		}
+	case keep:
+		n.srv.Restart()
+	default:
+		n.srv.RestartEmpty()
+	}
+	n.down = false
+}
+
+// jumpScript shrinks the PTTL of every key matching ARGV[1] by ARGV[2]
+// milliseconds, deleting those it would take to zero: what a clock that jumps
+// forward does to a real server. It runs atomically, as a jump would.
+var jumpScript = redis.NewScript(`
+local cursor, jump, n = "0", tonumber(ARGV[2]), 0
+repeat
+  local r = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
+  cursor = r[1]
+  for _, k in ipairs(r[2]) do
+    local ttl = redis.call('PTTL', k)
+    if ttl > 0 then
+      n = n + 1
+      if ttl <= jump then redis.call('DEL', k) else redis.call('PEXPIRE', k, ttl - jump) end
+    end
+  end
+until cursor == "0"
+return n
+`)
+
+// jump moves the node's clock forward by d, as far as keys are concerned.
+func (n *chaosNode) jump(d time.Duration) {
+	n.t.Helper()
+	if n.mini != nil {
+		n.mini.FastForward(d)
+		return
+	}
+	if err := jumpScript.Run(n.t.Context(), n.admin, nil, "*", d.Milliseconds()).Err(); err != nil {
+		n.t.Fatalf("%v: clock jump: %v", n, err)
+	}
+}
+
+// setError makes the node fail every command with msg. A real node can
+// only do READONLY: it becomes a replica of a master that does not exist,
+// keeping its data and refusing writes.
+func (n *chaosNode) setError(msg string) {
+	n.t.Helper()
+	if n.mini != nil {
+		n.mini.SetError(msg)
+		return
+	}
+	if !strings.HasPrefix(msg, "READONLY") {
+		n.t.Fatalf("%v: a real node can only answer READONLY, not %q", n, msg)
+	}
+	// Port 1 has no listener: the replica never syncs, so it keeps its data.
+	if err := n.admin.SlaveOf(n.t.Context(), "127.0.0.1", "1").Err(); err != nil {
+		n.t.Fatalf("%v: REPLICAOF: %v", n, err)
+	}
+}
+
+func (n *chaosNode) clearError() {
+	n.t.Helper()
+	if n.mini != nil {
+		n.mini.SetError("")
+		return
+	}
+	if err := n.admin.SlaveOf(n.t.Context(), "NO", "ONE").Err(); err != nil {
+		n.t.Fatalf("%v: REPLICAOF NO ONE: %v", n, err)
+	}
+}
+
+// flushScripts empties the node's script cache, so that the next EVALSHA
+// gets NOSCRIPT.
+func (n *chaosNode) flushScripts() {
+	n.t.Helper()
+	if err := n.admin.ScriptFlush(n.t.Context()).Err(); err != nil {
+		n.t.Fatalf("%v: SCRIPT FLUSH: %v", n, err)
+	}
+}
+
+// chaosKey is a lock key found on a node.
+type chaosKey struct {
+	node  int
+	key   string
+	value string
+	pttl  time.Duration // negative: no expiry
+}
+
+// isFenceCounter tells a fence counter (see WithFencing) from a lock key.
+// Counters never expire by design, so they are not residue.
+func isFenceCounter(key string) bool { return strings.HasSuffix(key, ":fence") }
+
+// lockKeys lists the lock keys under prefix, with their values and TTLs.
+// Reading them also expires the ones whose time has come, on both backends.
+func (n *chaosNode) lockKeys(prefix string) []chaosKey {
+	n.t.Helper()
+	var out []chaosKey
+	if n.mini != nil {
+		for _, k := range n.mini.Keys() {
+			if !strings.HasPrefix(k, prefix) || isFenceCounter(k) {
+				continue
+			}
+			v, err := n.mini.Get(k)
+			if err != nil {
+				continue // expired between the two reads
+			}
+			ttl := n.mini.TTL(k)
+			if ttl == 0 {
+				ttl = -1
+			}
+			out = append(out, chaosKey{node: n.index, key: k, value: v, pttl: ttl})
+		}
+		return out
+	}
+	ctx := n.t.Context()
+	iter := n.admin.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		if isFenceCounter(k) {
+			continue
+		}
+		v, err := n.admin.Get(ctx, k).Result()
+		if err != nil {
+			continue
+		}
+		ttl, err := n.admin.PTTL(ctx, k).Result()
+		if err != nil {
+			n.t.Fatalf("%v: PTTL: %v", n, err)
+		}
+		out = append(out, chaosKey{node: n.index, key: k, value: v, pttl: ttl})
+	}
+	if err := iter.Err(); err != nil {
+		n.t.Fatalf("%v: SCAN: %v", n, err)
+	}
+	return out
+}
+
+// chaosClient is one library Client with go-redis clients of its own, as a
+// separate process would have.
+type chaosClient struct {
+	index   int
+	c       *Client
+	proxies []*faultproxy.Proxy // one per node; nil when not proxied
+}
+
+// chaosCluster is the nodes and Clients of one scenario.
+type chaosCluster struct {
+	t       *testing.T
+	opts    chaosClusterOpts
+	nodes   []*chaosNode
+	clients []*chaosClient
+}
+
+// newChaosCluster starts the nodes and builds the Clients. Every resource
+// is released by t.Cleanup. lockOpts are the Clients' options.
+func newChaosCluster(t *testing.T, opts chaosClusterOpts, rng *rand.Rand, lockOpts ...Option) *chaosCluster {
+	t.Helper()
+	if opts.nodes == 0 {
+		opts.nodes = 5
+	}
+	cl := &chaosCluster{t: t, opts: opts}
+	switch opts.backend {
+	case realBackend:
+		redistest.Require(t)
+		for i, s := range redistest.StartN(t, opts.nodes, redistest.Options{Persistence: opts.persistence}) {
+			cl.nodes = append(cl.nodes, &chaosNode{t: t, index: i, srv: s})
+		}
+	default:
+		for i := range opts.nodes {
+			m := miniredis.NewMiniRedis()
+			m.ClockTTL(true)
+			if err := m.Start(); err != nil {
+				t.Fatalf("miniredis: %v", err)
+			}
+			t.Cleanup(m.Close)
+			cl.nodes = append(cl.nodes, &chaosNode{t: t, index: i, mini: m})
+		}
+	}
+	for _, n := range cl.nodes {
+		n.admin = redis.NewClient(&redis.Options{Addr: n.addr(), ReadTimeout: time.Second})
+		t.Cleanup(func() { _ = n.admin.Close() })
+	}
+	for ci := range opts.clients {
+		cc := &chaosClient{index: ci}
+		rcs := make([]redis.UniversalClient, len(cl.nodes))
+		for i, n := range cl.nodes {
+			addr := n.addr()
+			if opts.proxied {
+				p, err := faultproxy.New(addr, rng.Uint64())
+				if err != nil {
+					t.Fatalf("proxy: %v", err)
+				}
+				t.Cleanup(func() { _ = p.Close() })
+				cc.proxies = append(cc.proxies, p)
+				addr = p.Addr()
+			}
+			ro := chaosRedisOptions(addr)
+			if opts.defaultClients {
+				ro = &redis.Options{Addr: addr}
+			}
+			rc := redis.NewClient(ro)
+			t.Cleanup(func() { _ = rc.Close() })
+			rcs[i] = rc
+		}
+		c, err := New(rcs, lockOpts...)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		// Registered after the go-redis clients, so it runs before they
+		// close: Close waits for the requests still in flight.
+		t.Cleanup(func() { _ = c.Close() })
+		cc.c = c
+		cl.clients = append(cl.clients, cc)
+	}
+	return cl
+}
+
+// closeClients closes every library Client, which waits for the requests
+// they still have in flight: after it, nothing more reaches the nodes.
+func (cl *chaosCluster) closeClients() {
+	for _, cc := range cl.clients {
+		_ = cc.c.Close()
+	}
+}
+
+// liveNodes returns the nodes that are not down.
+func (cl *chaosCluster) liveNodes() []*chaosNode {
+	var out []*chaosNode
+	for _, n := range cl.nodes {
+		if !n.down {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// waitHeldOn waits until node n holds token under key: Lock returns at its
+// quorum, and the controls need the slower nodes too.
+func (cl *chaosCluster) waitHeldOn(n *chaosNode, key, token string) {
+	cl.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v, err := n.admin.Get(context.Background(), key).Result()
+		if err == nil && v == token {
+			return
+		}
+		if time.Now().After(deadline) {
+			cl.t.Fatalf("%v never held %q for token %s: %q, %v", n, key, token, v, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

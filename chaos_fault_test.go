@@ -1,0 +1,231 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redlockgo/redlock/internal/faultproxy"
+)
+
+// A chaosFault is one kind of failure. inject starts it and heal ends it;
+// both run on the test goroutine, and heal is called once, after inject.
+// Faults that cannot be undone (a kill, a clock jump) heal as a no-op. Every
+// implementation is a pointer, so that a run can tell its active faults
+// apart.
+type chaosFault interface {
+	String() string
+	inject(r *chaosRun)
+	heal(r *chaosRun)
+}
+
+// killFault SIGKILLs real nodes, or closes miniredis ones. They stay down:
+// restartFault is the one that brings a node back.
+type killFault struct{ nodes []int }
+
+func (f *killFault) String() string { return fmt.Sprintf("kill nodes %v", f.nodes) }
+func (f *killFault) inject(r *chaosRun) {
+	for _, i := range f.nodes {
+		r.cl.nodes[i].kill()
+	}
+}
+func (*killFault) heal(*chaosRun) {}
+
+// pauseFault stops a real node with SIGSTOP until heal sends SIGCONT: the
+// server-side version of a GC pause. The kernel still accepts connections
+// and buffers requests, which the node runs when it resumes, long after
+// their senders gave up.
+type pauseFault struct{ node int }
+
+func (f *pauseFault) String() string { return fmt.Sprintf("pause node %d", f.node) }
+func (f *pauseFault) inject(r *chaosRun) {
+	n := r.cl.nodes[f.node]
+	if n.srv == nil {
+		r.t.Fatalf("pauseFault needs a real node")
+	}
+	n.srv.Pause()
+}
+func (f *pauseFault) heal(r *chaosRun) { r.cl.nodes[f.node].srv.Resume() }
+
+// restartMode says how a restartFault brings its node back.
+type restartMode uint8
+
+const (
+	// restartWithData restarts with every acknowledged write: a real node
+	// needs persistence (appendfsync always) for that.
+	restartWithData restartMode = iota
+	// restartEmpty restarts at once with no data: a crash that lost what
+	// was not fsynced. It breaks the model when the node held a live lock.
+	restartEmpty
+	// restartDelayed restarts with no data, but only once the maximum TTL
+	// has passed since the kill: the spec's rule for restarting safely
+	// without persistence.
+	restartDelayed
+)
+
+func (m restartMode) String() string {
+	switch m {
+	case restartWithData:
+		return "with data"
+	case restartEmpty:
+		return "empty"
+	}
+	return "empty, delayed"
+}
+
+// restartFault kills a node on inject and brings it back on heal. For
+// restartDelayed, heal first waits until the delay has passed since the
+// kill, however early it is called.
+type restartFault struct {
+	node   int
+	mode   restartMode
+	delay  time.Duration // restartDelayed only: more than the maximum TTL
+	killed time.Time
+}
+
+func (f *restartFault) String() string {
+	if f.mode == restartDelayed {
+		return fmt.Sprintf("restart node %d (%v by %v)", f.node, f.mode, f.delay)
+	}
+	return fmt.Sprintf("restart node %d (%v)", f.node, f.mode)
+}
+
+func (f *restartFault) inject(r *chaosRun) {
+	n := r.cl.nodes[f.node]
+	if f.mode == restartWithData && n.srv != nil && !r.cl.opts.persistence {
+		r.t.Fatalf("a restart with data of a real node needs persistence")
+	}
+	n.kill()
+	f.killed = time.Now()
+}
+
+func (f *restartFault) heal(r *chaosRun) {
+	if f.mode == restartDelayed {
+		r.sleep(time.Until(f.killed.Add(f.delay)))
+	}
+	r.cl.nodes[f.node].start(f.mode == restartWithData)
+}
+
+// proxyFault sets a mode on the proxies between some Clients and some nodes:
+// a blackhole, lost replies, or resets. With every Client it is a fault of
+// the node's network; with one Client, a partition of that Client alone.
+type proxyFault struct {
+	mode    faultproxy.Mode
+	nodes   []int
+	clients []int // nil: every Client
+}
+
+func (f *proxyFault) String() string {
+	if f.clients == nil {
+		return fmt.Sprintf("%v nodes %v", f.mode, f.nodes)
+	}
+	return fmt.Sprintf("%v nodes %v for clients %v", f.mode, f.nodes, f.clients)
+}
+func (f *proxyFault) inject(r *chaosRun) {
+	r.eachProxy(f.clients, f.nodes, func(p *faultproxy.Proxy) { p.SetMode(f.mode) })
+}
+func (f *proxyFault) heal(r *chaosRun) {
+	r.eachProxy(f.clients, f.nodes, func(p *faultproxy.Proxy) { p.SetMode(faultproxy.Pass) })
+}
+
+// blackholeFault swallows every request to a node, from every Client.
+func blackholeFault(node int) *proxyFault {
+	return &proxyFault{mode: faultproxy.Blackhole, nodes: []int{node}}
+}
+
+// resetFault resets every connection to a node, and refuses new ones.
+func resetFault(node int) *proxyFault {
+	return &proxyFault{mode: faultproxy.Reset, nodes: []int{node}}
+}
+
+// cutFault partitions one Client from some nodes; the other Clients still
+// reach them. mode is Blackhole (a silent partition) or Reset (a loud one).
+func cutFault(client int, mode faultproxy.Mode, nodes ...int) *proxyFault {
+	return &proxyFault{mode: mode, nodes: nodes, clients: []int{client}}
+}
+
+// latencyFault delays the requests every Client sends to some nodes by
+// latency ± jitter.
+type latencyFault struct {
+	nodes           []int
+	latency, jitter time.Duration
+}
+
+func (f *latencyFault) String() string {
+	return fmt.Sprintf("latency %v±%v on nodes %v", f.latency, f.jitter, f.nodes)
+}
+func (f *latencyFault) inject(r *chaosRun) {
+	r.eachProxy(nil, f.nodes, func(p *faultproxy.Proxy) { p.SetLatency(f.latency, f.jitter) })
+}
+func (f *latencyFault) heal(r *chaosRun) {
+	r.eachProxy(nil, f.nodes, func(p *faultproxy.Proxy) { p.SetLatency(0, 0) })
+}
+
+// clockJumpFault moves the clocks of some nodes forward: every key's TTL
+// shrinks by the jump, and those it takes to zero expire. A jump can't be
+// undone, so heal does nothing.
+type clockJumpFault struct {
+	nodes []int
+	by    time.Duration
+}
+
+func (f *clockJumpFault) String() string {
+	return fmt.Sprintf("clock jump %v on nodes %v", f.by, f.nodes)
+}
+func (f *clockJumpFault) inject(r *chaosRun) {
+	for _, i := range f.nodes {
+		r.cl.nodes[i].jump(f.by)
+	}
+}
+func (*clockJumpFault) heal(*chaosRun) {}
+
+// nodeErrorFault makes a node answer every command with an error until
+// healed: any error on miniredis, READONLY on a real node (which becomes a
+// replica of a master that does not exist).
+type nodeErrorFault struct {
+	node int
+	msg  string
+}
+
+func (f *nodeErrorFault) String() string     { return fmt.Sprintf("node %d answers %q", f.node, f.msg) }
+func (f *nodeErrorFault) inject(r *chaosRun) { r.cl.nodes[f.node].setError(f.msg) }
+func (f *nodeErrorFault) heal(r *chaosRun)   { r.cl.nodes[f.node].clearError() }
+
+// noScriptFault flushes a node's script cache every period until healed, so
+// that EVALSHA keeps meeting NOSCRIPT. go-redis's Script.Run falls back to
+// EVAL, so this should cost nothing but a round trip.
+type noScriptFault struct {
+	node   int
+	period time.Duration
+	stop   func() // stops the flushing goroutine and waits for it
+}
+
+func (f *noScriptFault) String() string {
+	return fmt.Sprintf("SCRIPT FLUSH on node %d every %v", f.node, f.period)
+}
+
+func (f *noScriptFault) inject(r *chaosRun) {
+	n := r.cl.nodes[f.node]
+	n.flushScripts()
+	stop, done := make(chan struct{}), make(chan struct{})
+	f.stop = sync.OnceFunc(func() { close(stop); <-done })
+	// Also on a failed test, which may never heal.
+	r.t.Cleanup(f.stop)
+	go func() {
+		defer close(done)
+		t := time.NewTicker(f.period)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				// Errors are a node that is down meanwhile; not ours to report.
+				_ = n.admin.ScriptFlush(context.Background()).Err()
+			}
+		}
+	}()
+}
+
+func (f *noScriptFault) heal(*chaosRun) { f.stop() }
