@@ -81,7 +81,6 @@ type nodeGuard struct {
 	lastRTT   time.Duration
 }
 
-
 // observe takes one sample of the node: its INFO server text (or the error
 // that came instead), its TIME, and the local times around the request. It
 // returns the quarantine error to vote with, or nil.

@@ -219,9 +219,9 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait
 	}
 	defer c.wg.Done()
 	a := &acquisition{
-		c:    c,
-		cfg:  cfg,
-		keys: keys,
+		c:      c,
+		cfg:    cfg,
+		keys:   keys,
 		t:      t,
 		busy:   make([]int, len(c.nodes)),
 		lastNo: make([]bool, len(c.nodes)),
