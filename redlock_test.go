@@ -518,7 +518,7 @@ func TestLockStopsWhenCtxEnds(t *testing.T) {
 	var qe *QuorumError
 	require.ErrorAs(t, err, &qe)
 	require.Len(t, qe.Stats.Nodes, 5, "the last attempt's votes are kept")
-	require.Zero(t, qe.Stats.Yes)
+	require.Less(t, qe.Stats.Yes, 3)
 
 	ctx, cancel = context.WithCancel(t.Context())
 	cancel()
