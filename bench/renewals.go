@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redlockgo/redlock"
+)
+
+// renewResult is the renewal measure (g).
+type renewResult struct {
+	locks      int
+	ttl        time.Duration
+	takers     int           // goroutines that take and release the locks
+	acquire    time.Duration // to take all the locks
+	window     time.Duration
+	idleCPU    float64   // process CPU seconds per second, before any lock
+	cpu        float64   // process CPU seconds per second while holding them
+	roundTrips []float64 // per node: pipelines and single commands per second
+	cmds       []float64 // per node: commands per second
+	serverCPU  []float64 // per node: redis-server CPU seconds per second
+	lost       int       // locks whose Done closed during the window
+	unlockErrs int
+	// firstUnlockErr is the first Unlock error, if any.
+	firstUnlockErr string
+}
+
+// processCPU returns the user plus system CPU time of this process.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// takers is how many goroutines take, and later release, the locks of the
+// renewal measure. Fewer than the parallel measure's 32: the renewals of the
+// first locks start while the last are still being taken, and the point is
+// to measure the renewals, not a saturated machine.
+const takers = 8
+
+// renewals has one Client hold n auto-extended locks and measures what
+// keeping them costs over the window: this process's CPU (getrusage), the
+// round trips and commands sent to each node (a go-redis hook), and each
+// redis-server's CPU (INFO cpu).
+func renewals(ctx context.Context, cl *cluster, nodes, n int, ttl, window time.Duration, logf func(string, ...any)) (*renewResult, error) {
+	cs := newClientSet(cl.addrs(nodes))
+	defer cs.close()
+	c, err := redlock.New(cs.universal(), redlock.WithTTL(ttl), redlock.WithAutoExtend(true))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	r := &renewResult{locks: n, ttl: ttl, window: window, takers: takers}
+
+	// Warm the pools, then take the idle baseline.
+	for i := range 50 {
+		l, err := c.Lock(ctx, "g:warm:"+strconv.Itoa(i))
+		if err != nil {
+			return nil, err
+		}
+		_ = l.Unlock(ctx)
+	}
+	cpu0, t0 := processCPU(), time.Now()
+	time.Sleep(time.Second)
+	r.idleCPU = (processCPU() - cpu0).Seconds() / time.Since(t0).Seconds()
+
+	locks := make([]*redlock.Lock, n)
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+		errs = make(chan error, takers)
+	)
+	start := time.Now()
+	for range takers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				l, err := c.Lock(ctx, "g:"+strconv.Itoa(i))
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					return
+				}
+				locks[i] = l
+			}
+		})
+	}
+	wg.Wait()
+	r.acquire = time.Since(start)
+	select {
+	case err := <-errs:
+		return nil, fmt.Errorf("bench: taking %d locks: %w", n, err)
+	default:
+	}
+	logf("  (g) %d locks taken in %v; measuring %v of renewals", n, r.acquire.Round(time.Millisecond), window)
+
+	// Start the window once the renewals of the first locks are under way.
+	time.Sleep(ttl / 3)
+	cs.count(true)
+	before := make([]counts, nodes)
+	for i, ctr := range cs.counters {
+		before[i] = ctr.snapshot()
+	}
+	srv0 := cl.serverCPU(ctx, nodes)
+	cpu0, t0 = processCPU(), time.Now()
+	time.Sleep(window)
+	cpu1, el := processCPU(), time.Since(t0)
+	srv1 := cl.serverCPU(ctx, nodes)
+	cs.count(false)
+	r.cpu = (cpu1 - cpu0).Seconds() / el.Seconds()
+	for i, ctr := range cs.counters {
+		d := ctr.snapshot().sub(before[i])
+		r.roundTrips = append(r.roundTrips, float64(d.roundTrips)/el.Seconds())
+		r.cmds = append(r.cmds, float64(d.cmds)/el.Seconds())
+		r.serverCPU = append(r.serverCPU, (srv1[i]-srv0[i]).Seconds()/el.Seconds())
+	}
+	for _, l := range locks {
+		if l.Err() != nil {
+			r.lost++
+		}
+	}
+
+	next.Store(0)
+	var (
+		uerrs atomic.Int64
+		first sync.Once
+	)
+	for range takers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := locks[i].Unlock(ctx); err != nil {
+					uerrs.Add(1)
+					first.Do(func() { r.firstUnlockErr = err.Error() })
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r.unlockErrs = int(uerrs.Load())
+	return r, nil
+}

@@ -1,0 +1,488 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// results holds every round of every measure of a run.
+type results struct {
+	settings settings
+	quick    bool
+	only     string
+	machine  [][2]string
+	command  string
+	took     time.Duration
+
+	seq          map[string][]latencies // (a), by contender, one per round
+	seqErrs      map[string]*errCount
+	seqCmds      map[string][]float64 // commands sent per cycle
+	ping1, pingQ []latencies
+
+	par     map[int]map[string][]parResult // (b), by goroutines, then contender
+	parErrs map[int]map[string]*errCount
+
+	cont map[string][]contResult // (c)
+
+	degHealthy, paused, slow map[string][]latencies // (d)
+	pausedLock               map[string][]latencies // (d) the Lock call alone
+	pausedErrs, slowErrs     map[string]*errCount
+
+	allocs map[string][]allocResult // (e)
+
+	scale     map[int]map[string][]latencies // (f), by node count
+	scalePing map[int][]latencies            // (f) PING fan-out to the quorum-th reply
+
+	renew *renewResult // (g)
+}
+
+func p50s(ls []latencies) []float64 {
+	return pick(ls, func(l latencies) time.Duration { return l.p50 })
+}
+func p99s(ls []latencies) []float64 {
+	return pick(ls, func(l latencies) time.Duration { return l.p99 })
+}
+
+func pick[T any](xs []T, f func(T) time.Duration) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(f(x))
+	}
+	return out
+}
+
+func pickF[T any](xs []T, f func(T) float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}
+
+// medDur is the median over rounds of one duration figure.
+func medDur(ls []latencies, f func(latencies) time.Duration) time.Duration {
+	return time.Duration(median(pick(ls, f)))
+}
+
+// target is one figure to reach, as issue 6 states it.
+type target struct {
+	measure string
+	what    string
+	limit   string
+	got     string
+	met     *bool // nil: not measured in this run
+	note    string
+}
+
+// check compares the median x with the limit; below says whether smaller is
+// better. It returns the verdict and by how much it was missed.
+func check(x, limit float64, below, strict bool) (*bool, string) {
+	if math.IsNaN(x) {
+		return nil, ""
+	}
+	var ok bool
+	switch {
+	case below && strict:
+		ok = x < limit
+	case below:
+		ok = x <= limit
+	default:
+		ok = x >= limit
+	}
+	if ok {
+		return &ok, ""
+	}
+	if below {
+		return &ok, fmt.Sprintf("over by %.0f%%", (x/limit-1)*100)
+	}
+	return &ok, fmt.Sprintf("short by %.0f%%", (1-x/limit)*100)
+}
+
+func (res *results) targets() []target {
+	var ts []target
+	add := func(measure, what, limit string, r ratios, lim float64, below bool) {
+		t := target{measure: measure, what: what, limit: limit, got: r.String()}
+		t.met, t.note = check(r.median(), lim, below, false)
+		ts = append(ts, t)
+	}
+	if res.seq != nil {
+		ours := p50s(res.seq[nameOurs])
+		add("(a)", "redlock p50 / floor p50", "≤ 1.05×", ratioOf(ours, p50s(res.seq[nameFloor])), 1.05, true)
+		add("(a)", "redlock p50 / redsync p50", "≤ 0.70×", ratioOf(ours, p50s(res.seq[nameRedsync])), 0.70, true)
+	}
+	if res.par != nil {
+		for _, g := range parallelLevels {
+			f := func(p parResult) float64 { return p.perSec }
+			r := ratioOf(pickF(res.par[g][nameOurs], f), pickF(res.par[g][nameFloor], f))
+			add("(b)", fmt.Sprintf("redlock ops/s / floor ops/s, %d goroutines", g), "≥ 0.95×", r, 0.95, false)
+		}
+	}
+	if res.cont != nil {
+		ours := res.cont[nameOurs]
+		wait := func(c contResult) time.Duration { return c.waitP99 }
+		add("(c)", "redlock wait p99 / redsync wait p99", "≤ 0.20×", ratioOf(pick(ours, wait), pick(res.cont[nameRedsync], wait)), 0.20, true)
+		gap := time.Duration(median(pick(ours, func(c contResult) time.Duration { return c.gapP50 })))
+		t := target{measure: "(c)", what: "redlock handoff gap p50", limit: "< 1 ms", got: fmtDur(gap)}
+		t.met, t.note = check(float64(gap), float64(time.Millisecond), true, true)
+		ts = append(ts, t)
+		cmds := median(pickF(ours, func(c contResult) float64 { return c.cmdsPerAcq }))
+		t = target{measure: "(c)", what: "redlock Redis commands per acquisition", limit: "≤ 30", got: fmtNum(cmds)}
+		t.met, t.note = check(cmds, 30, true, false)
+		ts = append(ts, t)
+		same := median(pickF(ours, func(c contResult) float64 { return c.sameShare }))
+		t = target{measure: "(c)", what: "redlock same holder re-acquires", limit: "< 50 %", got: fmt.Sprintf("%.0f %%", same*100)}
+		t.met, t.note = check(same, 0.5, true, true)
+		ts = append(ts, t)
+	}
+	if res.paused != nil {
+		add("(d)", "redlock p50, one node SIGSTOPped / healthy p50", "≤ 1.20×", ratioOf(p50s(res.paused[nameOurs]), p50s(res.degHealthy[nameOurs])), 1.2, true)
+		for _, name := range []string{nameRedsync, nameRedsyncCtx} {
+			ts = append(ts, target{measure: "(d)", what: name + " p50, one node SIGSTOPped / healthy p50", limit: "reported",
+				got: ratioOf(p50s(res.paused[name]), p50s(res.degHealthy[name])).String()})
+		}
+	}
+	if res.allocs != nil {
+		f := func(a allocResult) float64 { return a.allocs }
+		add("(e)", "redlock allocations / redsync allocations", "≤ 0.80×", ratioOf(pickF(res.allocs[nameOurs], f), pickF(res.allocs[nameRedsync], f)), 0.8, true)
+	}
+	if res.scale != nil {
+		add("(f)", "redlock p50 at N = 9 / p50 at N = 3", "≤ 1.30×", ratioOf(p50s(res.scale[9][nameOurs]), p50s(res.scale[3][nameOurs])), 1.3, true)
+	}
+	return ts
+}
+
+// writeReport writes the generated part of docs/PERFORMANCE.md. chartDir is
+// where the charts were written ("" for none).
+func writeReport(w io.Writer, res *results, chartDir string) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	s := res.settings
+
+	p("\n_Generated by the harness in [`bench/`](../bench) in %v. Reproduce with:_\n\n", res.took.Round(time.Second))
+	p("```sh\n%s\n```\n\n", res.command)
+	if res.quick {
+		p("> **Quick mode:** %d rounds of short measures. The figures are indicative only; the committed figures come from a full run.\n\n", s.rounds)
+	}
+	p("Each contender has its own go-redis v9 clients with default options. Contenders run in turn within each\n")
+	p("round (A, B, C, A, B, C, …): %d rounds for (a), (b), (e) and (f), %d for (c), %d for (d). A figure is the median\n", s.rounds, s.contRounds, s.degradedRounds)
+	p("over rounds; a comparison is the median of the per-round ratios, with the lowest and highest round in\n")
+	p("brackets.\n\n")
+	p("- **redlock**: this library, defaults (`redlock.New(nodes)`; TTL 10 s, pub/sub wake-up on).\n")
+	p("- **redsync**: go-redsync/redsync v4, defaults (`redsync.New(goredis.NewPool(c)...)`, `NewMutex(key)`; expiry 8 s, 32 tries, 50–250 ms between tries).\n")
+	p("- **floor**: written in the harness ([`bench/floor.go`](../bench/floor.go)): `SET NX PX` to every node at once, decision at the quorum-th\n")
+	p("  reply, release by EVALSHA compare-and-delete also decided at the quorum-th reply; no retries, no timeouts of its own.\n\n")
+
+	p("## Targets\n\n")
+	p("| | Target | Limit | Measured | Verdict |\n|---|---|---|---|---|\n")
+	for _, t := range res.targets() {
+		verdict := "not run"
+		if t.limit == "reported" {
+			verdict = "no target"
+		}
+		if t.met != nil {
+			verdict = "**met**"
+			if !*t.met {
+				verdict = "**missed**, " + t.note
+			}
+		}
+		p("| %s | %s | %s | %s | %s |\n", t.measure, t.what, t.limit, t.got, verdict)
+	}
+	p("\n")
+	var ctxNotes []string
+	if res.seq != nil {
+		ctxNotes = append(ctxNotes, "(a) redsync p50 / floor p50 "+ratioOf(p50s(res.seq[nameRedsync]), p50s(res.seq[nameFloor])).String())
+	}
+	if res.allocs != nil {
+		f := func(a allocResult) float64 { return a.allocs }
+		ctxNotes = append(ctxNotes, "(e) floor allocations / redsync allocations "+ratioOf(pickF(res.allocs[nameFloor], f), pickF(res.allocs[nameRedsync], f)).String())
+	}
+	if res.scale != nil {
+		ctxNotes = append(ctxNotes, "(f) floor N = 9 / N = 3 "+ratioOf(p50s(res.scale[9][nameFloor]), p50s(res.scale[3][nameFloor])).String()+
+			", PING fan-out N = 9 / N = 3 "+ratioOf(p50s(res.scalePing[9]), p50s(res.scalePing[3])).String())
+	}
+	if len(ctxNotes) > 0 {
+		p("For context, the same ratios for the reference clients: %s.\n\n", strings.Join(ctxNotes, "; "))
+	}
+
+	if res.seq != nil {
+		p("## (a) Sequential lock+unlock\n\n")
+		p("One goroutine, a new key each time, %d cycles per contender per round. Latency is Lock plus Unlock.\n", s.seqOps)
+		p("\"Round trips\" divide the p50 by the p50 of a single PING to one node, and by the p50 of a PING sent to\n")
+		p("all %d nodes at once, counted at the quorum-th reply (what the floor pays twice per cycle), both measured in\n", mainNodes)
+		p("the same rounds.\n\n")
+		if chartDir != "" {
+			p("![Sequential lock+unlock latency by contender](perf-latency.svg)\n\n")
+		}
+		p("| Contender | p50 | p90 | p99 | p50 in one-node PINGs | p50 in quorum fan-out PINGs | commands per cycle | errors |\n|---|---|---|---|---|---|---|---|\n")
+		for _, name := range mainNames {
+			ls := res.seq[name]
+			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
+				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p50 })),
+				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p90 })),
+				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p99 })),
+				fmtNum(ratioOf(p50s(ls), p50s(res.ping1)).median()),
+				fmtNum(ratioOf(p50s(ls), p50s(res.pingQ)).median()),
+				fmtNum(median(res.seqCmds[name])),
+				res.seqErrs[name])
+		}
+		for _, pg := range []struct {
+			name string
+			ls   []latencies
+		}{{"PING, one node", res.ping1}, {fmt.Sprintf("PING, %d nodes, quorum-th reply", mainNodes), res.pingQ}} {
+			p("| _%s_ | %s | %s | %s | | | | |\n", pg.name,
+				fmtDur(medDur(pg.ls, func(l latencies) time.Duration { return l.p50 })),
+				fmtDur(medDur(pg.ls, func(l latencies) time.Duration { return l.p90 })),
+				fmtDur(medDur(pg.ls, func(l latencies) time.Duration { return l.p99 })))
+		}
+		p("\nPer-round ratios of the p50: redlock / floor %s; redlock / redsync %s; redsync / floor %s.\n\n",
+			ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[nameFloor])),
+			ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[nameRedsync])),
+			ratioOf(p50s(res.seq[nameRedsync]), p50s(res.seq[nameFloor])))
+		p("Per-round ratios of the p99: redlock / floor %s; redlock / redsync %s.\n\n",
+			ratioOf(p99s(res.seq[nameOurs]), p99s(res.seq[nameFloor])),
+			ratioOf(p99s(res.seq[nameOurs]), p99s(res.seq[nameRedsync])))
+	}
+
+	if res.par != nil {
+		p("## (b) Parallel lock+unlock\n\n")
+		p("G goroutines, each on its own keys, for %v per contender per round. The go-redis pools keep their default\n", s.parDur)
+		p("size (10 per CPU), the same for every contender.\n\n")
+		p("| Goroutines | Contender | ops/s | p50 | p99 | ops/s vs floor | errors |\n|---|---|---|---|---|---|---|\n")
+		for _, g := range parallelLevels {
+			for _, name := range mainNames {
+				rs := res.par[g][name]
+				f := func(p parResult) float64 { return p.perSec }
+				errs := res.parErrs[g][name]
+				ls := make([]latencies, len(rs))
+				for i, r := range rs {
+					ls[i] = r.lat
+				}
+				p("| %d | %s | %.0f | %s | %s | %s | %s |\n", g, name, median(pickF(rs, f)),
+					fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p50 })),
+					fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p99 })),
+					ratioOf(pickF(rs, f), pickF(res.par[g][nameFloor], f)), errs)
+			}
+		}
+		p("\n")
+		for _, g := range parallelLevels {
+			errorSamples(p, fmt.Sprintf("%d goroutines", g), res.parErrs[g])
+		}
+	}
+
+	if res.cont != nil {
+		p("## (c) Contended: %d goroutines on one key\n\n", contendG)
+		p("Each goroutine asks for the lock, holds it for %v (a sleep), unlocks, and asks again at once, for a %v\n", contendHold, s.contDur)
+		p("window per contender per round; a goroutine already waiting at the end of the window still gets its turn, so\n")
+		p("that long waits are measured rather than cut off. *Wait* runs from the first Lock call to the acquisition\n")
+		p("(across redsync's give-ups, which count as failed calls). *Gap* runs from the return of one holder's Unlock\n")
+		p("to the next acquisition, only for handoffs to a different goroutine; it is negative when the next holder got\n")
+		p("the lock before the releasing Unlock had returned. *Same holder* is the share of consecutive acquisitions by\n")
+		p("the same goroutine. Commands are counted by a go-redis hook on each contender's clients, plus SUBSCRIBE and\n")
+		p("UNSUBSCRIBE from the servers' INFO commandstats (pub/sub commands bypass the hooks). The floor sits out: it has\n")
+		p("no wait policy. *redlock (polling)* is redlock with `WithPubSub(false)`.\n\n")
+		if chartDir != "" {
+			p("![Wait percentiles under contention](perf-contention.svg)\n\n")
+		}
+		p("| Contender | acquisitions/s | wait p50 | wait p99 | wait max | gap p50 | gap p99 | same holder | min / max per goroutine | commands / acquisition | failed Lock calls | overlaps |\n")
+		p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, name := range contendedNames {
+			rs := res.cont[name]
+			d := func(f func(contResult) time.Duration) string { return fmtDur(time.Duration(median(pick(rs, f)))) }
+			fl := func(f func(contResult) float64) float64 { return median(pickF(rs, f)) }
+			failed, overlaps := 0, 0
+			for _, r := range rs {
+				failed += r.failedCalls
+				overlaps += r.overlaps
+			}
+			p("| %s | %.0f | %s | %s | %s | %s | %s | %.0f %% | %.0f / %.0f | %s | %d | %d |\n", name,
+				fl(func(c contResult) float64 { return c.perSec }),
+				d(func(c contResult) time.Duration { return c.waitP50 }),
+				d(func(c contResult) time.Duration { return c.waitP99 }),
+				d(func(c contResult) time.Duration { return c.waitMax }),
+				d(func(c contResult) time.Duration { return c.gapP50 }),
+				d(func(c contResult) time.Duration { return c.gapP99 }),
+				100*fl(func(c contResult) float64 { return c.sameShare }),
+				fl(func(c contResult) float64 { return float64(c.minPer) }),
+				fl(func(c contResult) float64 { return float64(c.maxPer) }),
+				fmtNum(fl(func(c contResult) float64 { return c.cmdsPerAcq })),
+				failed, overlaps)
+		}
+		p("\nCommands per acquisition, by command (median over rounds):\n\n")
+		for _, name := range contendedNames {
+			rs := res.cont[name]
+			names := map[string]bool{}
+			for _, r := range rs {
+				for k := range r.cmdBreakdown {
+					names[k] = true
+				}
+			}
+			var parts []string
+			for _, k := range sortedKeys(names) {
+				v := median(pickF(rs, func(c contResult) float64 { return c.cmdBreakdown[k] }))
+				if v < 0.005 {
+					continue // a few dials of new connections
+				}
+				parts = append(parts, fmt.Sprintf("%s %s", k, fmtNum(v)))
+			}
+			p("- %s: %s\n", name, strings.Join(parts, ", "))
+		}
+		ours := res.cont[nameOurs]
+		wait := func(c contResult) time.Duration { return c.waitP99 }
+		p("\nPer-round ratios of the wait p99: redlock / redsync %s; redlock (polling) / redsync %s.\n\n",
+			ratioOf(pick(ours, wait), pick(res.cont[nameRedsync], wait)),
+			ratioOf(pick(res.cont[nameOursPolling], wait), pick(res.cont[nameRedsync], wait)))
+	}
+
+	if res.paused != nil {
+		p("## (d) Degraded nodes\n\n")
+		p("Sequential lock+unlock as in (a), up to %d cycles or %v per contender per round (the first cycle always\n", s.degradedOps, s.degradedBudget)
+		p("runs), %d rounds. *Healthy* rounds run on the same clients just before node %d is stopped with SIGSTOP\n", s.degradedRounds, pausedNode)
+		p("(*paused*: the kernel still accepts connections, nothing answers). *Slow node* then puts node %d behind the\n", pausedNode)
+		p("fault proxy of `internal/faultproxy`, which adds %v to every request, on fresh clients. *%s* is redsync\n", addedDelay, nameRedsyncCtx)
+		p("on go-redis clients built with `ContextTimeoutEnabled: true`: only then does go-redis apply redsync's 400 ms\n")
+		p("attempt deadline to its socket reads; with the go-redis defaults a read from the paused node waits for\n")
+		p("go-redis's read timeout instead. redsync waits for every node's reply in Lock and in Unlock.\n\n")
+		if chartDir != "" {
+			p("![Lock+unlock p50 with a degraded node](perf-degraded.svg)\n\n")
+		}
+		p("| Contender | healthy p50 | paused p50 | paused p99 | paused Lock p50 | paused cycles | paused / healthy p50 | slow p50 | slow p99 | slow / healthy p50 | errors, paused | errors, slow |\n")
+		p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, name := range degradedNames {
+			h, pz, sl := res.degHealthy[name], res.paused[name], res.slow[name]
+			n := 0
+			for _, l := range pz {
+				n += l.n
+			}
+			p("| %s | %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", name,
+				fmtDur(medDur(h, func(l latencies) time.Duration { return l.p50 })),
+				fmtDur(medDur(pz, func(l latencies) time.Duration { return l.p50 })),
+				fmtDur(medDur(pz, func(l latencies) time.Duration { return l.p99 })),
+				fmtDur(medDur(res.pausedLock[name], func(l latencies) time.Duration { return l.p50 })),
+				n,
+				ratioOf(p50s(pz), p50s(h)),
+				fmtDur(medDur(sl, func(l latencies) time.Duration { return l.p50 })),
+				fmtDur(medDur(sl, func(l latencies) time.Duration { return l.p99 })),
+				ratioOf(p50s(sl), p50s(h)),
+				res.pausedErrs[name], res.slowErrs[name])
+		}
+		p("\n")
+		errorSamples(p, "paused", res.pausedErrs)
+		errorSamples(p, "slow node", res.slowErrs)
+	}
+
+	if res.allocs != nil {
+		p("## (e) Allocations per lock+unlock\n\n")
+		p("runtime.MemStats deltas over %d sequential cycles per contender per round, every goroutine of the process\n", s.allocOps)
+		p("included (the requests' goroutines are part of the cost); keys are built beforehand.\n\n")
+		p("| Contender | allocations | bytes | allocations vs redsync | allocations vs floor |\n|---|---|---|---|---|\n")
+		fa := func(a allocResult) float64 { return a.allocs }
+		fb := func(a allocResult) float64 { return a.bytes }
+		for _, name := range mainNames {
+			as := res.allocs[name]
+			p("| %s | %.0f | %.0f | %s | %s |\n", name, median(pickF(as, fa)), median(pickF(as, fb)),
+				ratioOf(pickF(as, fa), pickF(res.allocs[nameRedsync], fa)),
+				ratioOf(pickF(as, fa), pickF(res.allocs[nameFloor], fa)))
+		}
+		p("\n")
+	}
+
+	if res.scale != nil {
+		p("## (f) Scaling with the number of nodes\n\n")
+		p("The p50 of (a), %d cycles per contender per N per round, on the first N of 9 servers.\n\n", s.scaleOps)
+		if chartDir != "" {
+			p("![Sequential p50 by number of nodes](perf-scaling.svg)\n\n")
+		}
+		p("| Contender |")
+		for _, n := range scaleNodes {
+			p(" N = %d |", n)
+		}
+		p(" N = 9 / N = 3 |\n|---|")
+		for range scaleNodes {
+			p("---|")
+		}
+		p("---|\n")
+		for _, name := range mainNames {
+			p("| %s |", name)
+			for _, n := range scaleNodes {
+				p(" %s |", fmtDur(medDur(res.scale[n][name], func(l latencies) time.Duration { return l.p50 })))
+			}
+			p(" %s |\n", ratioOf(p50s(res.scale[9][name]), p50s(res.scale[3][name])))
+		}
+		p("| _PING, quorum-th reply_ |")
+		for _, n := range scaleNodes {
+			p(" %s |", fmtDur(medDur(res.scalePing[n], func(l latencies) time.Duration { return l.p50 })))
+		}
+		p(" %s |\n\n", ratioOf(p50s(res.scalePing[9]), p50s(res.scalePing[3])))
+	}
+
+	if r := res.renew; r != nil {
+		p("## (g) Renewals\n\n")
+		p("One redlock Client on %d nodes holds %d locks taken with `WithAutoExtend(true)` and TTL %v, so each is\n", mainNodes, r.locks, r.ttl)
+		p("renewed every %v: %.0f extensions per second per node are due. Taking them took %v (%d goroutines).\n", r.ttl/3, float64(r.locks)/(r.ttl/3).Seconds(), r.acquire.Round(time.Millisecond), r.takers)
+		p("Over a %v window: this process's CPU from getrusage, round trips (a pipeline or a single command) and\n", r.window)
+		p("commands per node from a go-redis hook, and each redis-server's CPU from INFO cpu.\n\n")
+		p("| | per second |\n|---|---|\n")
+		p("| client CPU, idle Client before the locks | %.1f ms |\n", r.idleCPU*1000)
+		p("| client CPU, holding the locks | %.1f ms (%.1f %% of one core) |\n", r.cpu*1000, r.cpu*100)
+		p("| round trips per node | %s |\n", perNode(r.roundTrips, "%.1f"))
+		p("| commands per node | %s |\n", perNode(r.cmds, "%.0f"))
+		p("| redis-server CPU per node | %s ms |\n", perNode(scale(r.serverCPU, 1000), "%.1f"))
+		p("\nLocks lost during the window: %d of %d. Unlock errors afterwards (%d goroutines): %d.\n", r.lost, r.locks, r.takers, r.unlockErrs)
+		if r.firstUnlockErr != "" {
+			p("The first: `%s`.\n", r.firstUnlockErr)
+		}
+		p("\n")
+	}
+
+	p("## Machine\n\n| | |\n|---|---|\n")
+	for _, kv := range res.machine {
+		p("| %s | %s |\n", kv[0], kv[1])
+	}
+	p("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// errorSamples prints the first error of each kind, per contender, when
+// there were any.
+func errorSamples(p func(string, ...any), where string, errs map[string]*errCount) {
+	any := false
+	for _, name := range sortedKeys(errs) {
+		e := errs[name]
+		if e.total() == 0 {
+			continue
+		}
+		any = true
+		e.mu.Lock()
+		if e.firstLock != "" {
+			p("- %s, %s, first Lock error: `%s`\n", where, name, e.firstLock)
+		}
+		if e.firstUnl != "" {
+			p("- %s, %s, first Unlock error: `%s`\n", where, name, e.firstUnl)
+		}
+		e.mu.Unlock()
+	}
+	if any {
+		p("\n")
+	}
+}
+
+func scale(xs []float64, k float64) []float64 {
+	out := slices.Clone(xs)
+	for i := range out {
+		out[i] *= k
+	}
+	return out
+}
+
+// perNode prints per-node figures: "12.0 (11.8–12.1)" as median and range.
+func perNode(xs []float64, format string) string {
+	if len(xs) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf(format+" (nodes: "+format+"–"+format+")", median(xs), slices.Min(xs), slices.Max(xs))
+}

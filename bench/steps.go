@@ -1,0 +1,388 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/redlockgo/redlock/internal/faultproxy"
+)
+
+// The contenders of each measure. The floor has no wait policy (it makes no
+// retries by definition), so it sits out the contended measure; our polling
+// mode joins it instead.
+var (
+	mainNames      = []string{nameOurs, nameRedsync, nameFloor}
+	contendedNames = []string{nameOurs, nameOursPolling, nameRedsync}
+	degradedNames  = []string{nameOurs, nameRedsync, nameRedsyncCtx, nameFloor}
+	parallelLevels = []int{32, 128}
+	scaleNodes     = []int{3, 5, 7, 9}
+)
+
+const (
+	mainNodes   = 5
+	contendG    = 16
+	contendHold = time.Millisecond
+	pausedNode  = 4
+	addedDelay  = 20 * time.Millisecond
+)
+
+// (a) Sequential lock+unlock, and the PINGs that turn it into round trips.
+func measureSequential(ctx context.Context, cl *cluster, res *results) error {
+	s := res.settings
+	cs, err := contenders(cl.addrs(mainNodes), mainNames...)
+	if err != nil {
+		return err
+	}
+	defer closeAll(cs)
+	pings := newClientSet(cl.addrs(mainNodes))
+	defer pings.close()
+	warm(ctx, cs, "a", s.warmOps)
+	pingQuorum(ctx, pings.clients, s.warmOps)
+	res.seq = map[string][]latencies{}
+	res.seqErrs = map[string]*errCount{}
+	res.seqCmds = map[string][]float64{}
+	for r := range s.rounds {
+		logf("(a) %s", roundName("sequential", r, s.rounds))
+		for _, c := range cs {
+			keys := keysFor(fmt.Sprintf("a:%s:%d", c.name, r), s.seqOps)
+			lat := make([]time.Duration, len(keys))
+			c.clients.count(true)
+			before := c.clients.snapshot()
+			if res.seqErrs[c.name] == nil {
+				res.seqErrs[c.name] = &errCount{}
+			}
+			seqOps(ctx, c, keys, lat, nil, 0, res.seqErrs[c.name])
+			time.Sleep(5 * time.Millisecond) // the last cycle's stragglers
+			cmds := c.clients.snapshot().sub(before)
+			c.clients.count(false)
+			res.seq[c.name] = append(res.seq[c.name], summarise(lat))
+			res.seqCmds[c.name] = append(res.seqCmds[c.name], float64(cmds.cmds)/float64(len(keys)))
+		}
+		res.ping1 = append(res.ping1, summarise(pingOne(ctx, pings.clients[0], s.seqOps)))
+		res.pingQ = append(res.pingQ, summarise(pingQuorum(ctx, pings.clients, s.seqOps)))
+	}
+	return nil
+}
+
+// (e) Allocations per lock+unlock.
+func measureAllocations(ctx context.Context, cl *cluster, res *results) error {
+	s := res.settings
+	cs, err := contenders(cl.addrs(mainNodes), mainNames...)
+	if err != nil {
+		return err
+	}
+	defer closeAll(cs)
+	warm(ctx, cs, "e", s.warmOps)
+	res.allocs = map[string][]allocResult{}
+	for r := range s.rounds {
+		logf("(e) %s", roundName("allocations", r, s.rounds))
+		for _, c := range cs {
+			keys := keysFor(fmt.Sprintf("e:%s:%d", c.name, r), s.allocOps)
+			res.allocs[c.name] = append(res.allocs[c.name], allocations(ctx, c, keys))
+		}
+	}
+	return nil
+}
+
+// (b) Parallel lock+unlock on distinct keys.
+func measureParallel(ctx context.Context, cl *cluster, res *results) error {
+	s := res.settings
+	cs, err := contenders(cl.addrs(mainNodes), mainNames...)
+	if err != nil {
+		return err
+	}
+	defer closeAll(cs)
+	warm(ctx, cs, "b", s.warmOps)
+	res.par = map[int]map[string][]parResult{}
+	res.parErrs = map[int]map[string]*errCount{}
+	for _, g := range parallelLevels {
+		res.par[g] = map[string][]parResult{}
+		res.parErrs[g] = map[string]*errCount{}
+		for _, c := range cs { // grow the pools to this level first
+			parallel(ctx, c, g, s.parDur/4, fmt.Sprintf("b:warm:%s:%d", c.name, g), nil)
+			res.parErrs[g][c.name] = &errCount{}
+		}
+		for r := range s.rounds {
+			logf("(b) %s, %d goroutines", roundName("parallel", r, s.rounds), g)
+			for _, c := range cs {
+				pr := parallel(ctx, c, g, s.parDur, fmt.Sprintf("b:%s:%d:%d", c.name, g, r), res.parErrs[g][c.name])
+				res.par[g][c.name] = append(res.par[g][c.name], pr)
+			}
+		}
+	}
+	return nil
+}
+
+// (c) Contention: 16 goroutines on one key.
+func measureContended(ctx context.Context, cl *cluster, res *results) error {
+	s := res.settings
+	cs, err := contenders(cl.addrs(mainNodes), contendedNames...)
+	if err != nil {
+		return err
+	}
+	defer closeAll(cs)
+	warm(ctx, cs, "c", s.warmOps)
+	for _, c := range cs { // dial the connections 16 goroutines need
+		parallel(ctx, c, contendG, 200*time.Millisecond, "c:warm:"+c.name, nil)
+	}
+	res.cont = map[string][]contResult{}
+	for r := range s.contRounds {
+		logf("(c) %s", roundName("contended", r, s.contRounds))
+		for _, c := range cs {
+			key := fmt.Sprintf("c:%s:%d", c.name, r)
+			cr := contended(ctx, cl, mainNodes, c, contendG, contendHold, s.contDur, key)
+			res.cont[c.name] = append(res.cont[c.name], cr)
+		}
+	}
+	return nil
+}
+
+// (d) Degraded: one node SIGSTOPped, then one node behind 20 ms of latency.
+// Healthy rounds on the same clients, just before, give the baseline.
+func measureDegraded(ctx context.Context, cl *cluster, res *results) error {
+	s := res.settings
+	res.degHealthy = map[string][]latencies{}
+	res.paused = map[string][]latencies{}
+	res.pausedLock = map[string][]latencies{}
+	res.pausedErrs = map[string]*errCount{}
+	res.slow = map[string][]latencies{}
+	res.slowErrs = map[string]*errCount{}
+
+	rounds := func(tag string, cs []*contender, into, lockInto map[string][]latencies, errs map[string]*errCount) {
+		for r := range s.degradedRounds {
+			logf("(d) %s", roundName(tag, r, s.degradedRounds))
+			for _, c := range cs {
+				keys := keysFor(fmt.Sprintf("d:%s:%s:%d", tag, c.name, r), s.degradedOps)
+				lat := make([]time.Duration, len(keys))
+				lockLat := make([]time.Duration, len(keys))
+				if errs[c.name] == nil {
+					errs[c.name] = &errCount{}
+				}
+				n := seqOps(ctx, c, keys, lat, lockLat, s.degradedBudget, errs[c.name])
+				into[c.name] = append(into[c.name], summarise(lat[:n]))
+				if lockInto != nil {
+					lockInto[c.name] = append(lockInto[c.name], summarise(lockLat[:n]))
+				}
+			}
+		}
+	}
+
+	cs, err := contenders(cl.addrs(mainNodes), degradedNames...)
+	if err != nil {
+		return err
+	}
+	warm(ctx, cs, "d", s.warmOps)
+	rounds("healthy", cs, res.degHealthy, nil, map[string]*errCount{})
+	srv := cl.servers[pausedNode]
+	srv.Pause()
+	rounds("paused", cs, res.paused, res.pausedLock, res.pausedErrs)
+	srv.Resume()
+	logf("(d) node %d resumed; waiting for the requests in flight", pausedNode)
+	closeAll(cs)
+
+	p, err := faultproxy.New(srv.Addr(), 1)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	p.SetLatency(addedDelay, 0)
+	addrs := cl.addrs(mainNodes)
+	addrs[pausedNode] = p.Addr()
+	cs, err = contenders(addrs, degradedNames...)
+	if err != nil {
+		return err
+	}
+	defer closeAll(cs)
+	warm(ctx, cs, "d-slow", s.warmOps/4)
+	rounds("slow node", cs, res.slow, nil, res.slowErrs)
+	return nil
+}
+
+// (f) Scaling: the sequential p50 with N = 3, 5, 7, 9 nodes.
+func measureScaling(ctx context.Context, cl *cluster, res *results) error {
+	s := res.settings
+	sets := map[int][]*contender{}
+	pings := map[int]*clientSet{}
+	for _, n := range scaleNodes {
+		pings[n] = newClientSet(cl.addrs(n))
+		defer pings[n].close()
+		pingQuorum(ctx, pings[n].clients, s.warmOps/2)
+		cs, err := contenders(cl.addrs(n), mainNames...)
+		if err != nil {
+			return err
+		}
+		defer closeAll(cs)
+		warm(ctx, cs, fmt.Sprintf("f%d", n), s.warmOps/2)
+		sets[n] = cs
+	}
+	res.scale = map[int]map[string][]latencies{}
+	res.scalePing = map[int][]latencies{}
+	for _, n := range scaleNodes {
+		res.scale[n] = map[string][]latencies{}
+	}
+	for r := range s.rounds {
+		logf("(f) %s", roundName("scaling", r, s.rounds))
+		for _, n := range scaleNodes {
+			for _, c := range sets[n] {
+				keys := keysFor(fmt.Sprintf("f:%d:%s:%d", n, c.name, r), s.scaleOps)
+				lat := make([]time.Duration, len(keys))
+				seqOps(ctx, c, keys, lat, nil, 0, nil)
+				res.scale[n][c.name] = append(res.scale[n][c.name], summarise(lat))
+			}
+			res.scalePing[n] = append(res.scalePing[n], summarise(pingQuorum(ctx, pings[n].clients, s.scaleOps)))
+		}
+	}
+	return nil
+}
+
+// (g) Renewals: one Client holding many auto-extended locks.
+func measureRenewals(ctx context.Context, cl *cluster, res *results) error {
+	s := res.settings
+	logf("(g) taking %d auto-extended locks (TTL %v)", s.renewLocks, s.renewTTL)
+	r, err := renewals(ctx, cl, mainNodes, s.renewLocks, s.renewTTL, s.renewWindow, logf)
+	if err != nil {
+		return err
+	}
+	res.renew = r
+	return nil
+}
+
+// profiles writes CPU profiles of the sequential and the 32-goroutine
+// parallel measure, and allocation profiles of the sequential one, for
+// redlock and the floor, so that `go tool pprof` shows where the library
+// spends more than the floor.
+func profiles(ctx context.Context, cl *cluster, s settings, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cs, err := contenders(cl.addrs(mainNodes), nameOurs, nameFloor)
+	if err != nil {
+		return err
+	}
+	defer closeAll(cs)
+	warm(ctx, cs, "p", s.warmOps)
+	write := func(name string, f func(w io.Writer) error) error {
+		fh, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := f(fh); err != nil {
+			_ = fh.Close()
+			return err
+		}
+		return fh.Close()
+	}
+	cpu := func(run func()) func(w io.Writer) error {
+		return func(w io.Writer) error {
+			if err := pprof.StartCPUProfile(w); err != nil {
+				return err
+			}
+			run()
+			pprof.StopCPUProfile()
+			return nil
+		}
+	}
+	allocs := func(w io.Writer) error { return pprof.Lookup("allocs").WriteTo(w, 0) }
+	for _, c := range cs {
+		tag := strings.ReplaceAll(c.name, " ", "")
+		logf("profiling %s", c.name)
+		keys := keysFor("p:seq:"+tag, 4*s.seqOps)
+		lat := make([]time.Duration, len(keys))
+		if err := write(tag+"-seq.cpu.pprof", cpu(func() { seqOps(ctx, c, keys, lat, nil, 0, nil) })); err != nil {
+			return err
+		}
+		if err := write(tag+"-par32.cpu.pprof", cpu(func() { parallel(ctx, c, 32, 4*s.parDur, "p:par:"+tag, nil) })); err != nil {
+			return err
+		}
+		// Allocation sites: every allocation sampled, one profile before
+		// and one after; compare them with pprof -diff_base.
+		old := runtime.MemProfileRate
+		runtime.MemProfileRate = 1
+		runtime.GC()
+		if err := write(tag+"-allocs-base.pprof", allocs); err != nil {
+			return err
+		}
+		keys = keysFor("p:alloc:"+tag, s.allocOps)
+		seqOps(ctx, c, keys, lat[:len(keys)], nil, 0, nil)
+		time.Sleep(20 * time.Millisecond)
+		runtime.GC()
+		if err := write(tag+"-allocs.pprof", allocs); err != nil {
+			return err
+		}
+		runtime.MemProfileRate = old
+	}
+	logf("profiles written to %s", dir)
+	return nil
+}
+
+// machineNotes describes where the run happened.
+func machineNotes(ctx context.Context, cl *cluster) [][2]string {
+	notes := [][2]string{
+		{"CPUs (nproc)", fmt.Sprint(runtime.NumCPU())},
+		{"GOMAXPROCS", fmt.Sprint(runtime.GOMAXPROCS(0))},
+		{"CPU", cpuModel()},
+		{"kernel", readTrim("/proc/sys/kernel/osrelease")},
+		{"Go", runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH},
+		{"redis-server", cl.redisVersion(ctx) + " (5 nodes; 3, 5, 7, 9 for scaling), all on 127.0.0.1, no persistence"},
+		{"load average at start", readTrim("/proc/loadavg")},
+		{"date", time.Now().UTC().Format("2006-01-02 15:04 UTC")},
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var mods []string
+		for _, m := range bi.Deps {
+			if m.Path == "github.com/redlockgo/redlock" && m.Replace != nil {
+				notes = append(notes, [2]string{"redlock", libraryVersion(m.Replace.Path)})
+			}
+			switch m.Path {
+			case "github.com/redis/go-redis/v9", "github.com/go-redsync/redsync/v4", "gonum.org/v1/plot":
+				mods = append(mods, m.Path+" "+m.Version)
+			}
+		}
+		notes = append(notes, [2]string{"modules", strings.Join(mods, ", ")})
+	}
+	return notes
+}
+
+// libraryVersion names the library's commit, from the directory the bench
+// module's replace points to, and says whether it had uncommitted changes.
+func libraryVersion(dir string) string {
+	head, err := exec.Command("git", "-C", dir, "log", "-1", "--format=%h %s").Output()
+	if err != nil {
+		return "working tree at " + dir
+	}
+	v := "commit " + strings.TrimSpace(string(head))
+	if st, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench", ":!docs").Output(); err == nil && len(st) > 0 {
+		v += ", plus the uncommitted changes of the working tree"
+	}
+	return v
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+		}
+	}
+	return "unknown"
+}
+
+func readTrim(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
