@@ -14,6 +14,7 @@ import (
 // It must not be copied.
 type Lock struct {
 	c        *Client
+	acq      *acquisition // the acquisition that won it
 	cfg      *config
 	keys     []string // as given
 	t        *target
@@ -91,12 +92,6 @@ func (l *Lock) markHeld(i int) {
 	l.mu.Unlock()
 }
 
-func (l *Lock) isReleased() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.released
-}
-
 // Unlock releases the lock: on every node, a Lua script deletes the key only
 // while it still holds this lock's token, so it never deletes another
 // holder's key. Each node that deletes announces the release on pub/sub, so
@@ -135,6 +130,7 @@ func (l *Lock) release(ctx context.Context) error {
 		op:      OpUnlock,
 		quorum:  c.quorum,
 		timeout: l.cfg.nodeTimeout,
+		skip:    l.acq.unlockSkip(),
 		req: func(ctx context.Context, n *node) (int64, error) {
 			return n.release(ctx, l.t, releasePrefix)
 		},

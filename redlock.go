@@ -309,6 +309,8 @@ type acquisition struct {
 	busy []int
 	// lock is the lock once an attempt has won; nil before. Guarded by mu.
 	lock *Lock
+	// unlocking is set when Unlock picks its nodes. Guarded by mu.
+	unlocking bool
 	// lastNo marks the nodes that said no to the last attempt. Only the
 	// calling goroutine uses it.
 	lastNo []bool
@@ -376,6 +378,7 @@ func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumEr
 	if won {
 		l := &Lock{
 			c:        c,
+			acq:      a,
 			cfg:      cfg,
 			keys:     a.keys,
 			t:        t,
@@ -484,25 +487,52 @@ func (a *acquisition) free(o *outcome) {
 	a.mu.Unlock()
 }
 
-// late handles an acquire reply that came after its attempt was decided. If
-// the acquisition won, a yes is remembered for diagnostics; Unlock and Extend
-// go to every node anyway. Otherwise a yes, or an error that may hide one, is
-// rolled back: the node may have set the key after the attempt gave up.
+// late handles an acquire reply that came after its attempt was decided.
+//
+// If the acquisition won and is not being unlocked, the node is freed at
+// once, under the same lock Unlock uses to pick its nodes, and a yes is
+// remembered for diagnostics: Unlock will reach this node after its reply.
+// If Unlock has begun, it skipped this node because it was busy, so the
+// release falls to this handler, after the SET it undoes: each node gets
+// exactly one release. If the acquisition did not win, a yes, or an error
+// that may hide one, is rolled back: the node may have set the key after the
+// attempt gave up.
 func (a *acquisition) late(rp reply) {
 	a.mu.Lock()
-	l := a.lock
-	a.mu.Unlock()
-	switch {
-	case l != nil && l.isReleased():
-		a.releaseOn(rp.i)
-	case l != nil:
+	l, unlocking := a.lock, a.unlocking
+	if l != nil && !unlocking {
+		a.busy[rp.i]--
+		a.mu.Unlock()
 		if rp.yes() {
 			l.markHeld(rp.i)
 		}
+		return
+	}
+	a.mu.Unlock()
+	switch {
+	case l != nil:
+		a.releaseOn(rp.i, releasePrefix)
 	case rp.yes() || rp.err != nil:
-		a.releaseOn(rp.i)
+		a.releaseOn(rp.i, "")
 	}
 	a.freeLate(rp)
+}
+
+// unlockSkip marks the acquisition as being unlocked and returns the skip
+// function of the release round: it leaves out the nodes that still have a
+// request of this acquisition in flight, whose late handler releases them
+// instead, after their request.
+func (a *acquisition) unlockSkip() func(i int) error {
+	skip := make([]error, len(a.busy))
+	a.mu.Lock()
+	a.unlocking = true
+	for i, b := range a.busy {
+		if b > 0 {
+			skip[i] = ErrInFlight
+		}
+	}
+	a.mu.Unlock()
+	return func(i int) error { return skip[i] }
 }
 
 // freeLate frees the node of a reply that came after its round.
@@ -512,13 +542,14 @@ func (a *acquisition) freeLate(rp reply) {
 	a.mu.Unlock()
 }
 
-// releaseOn releases our token on one node, from a goroutine that already
-// belongs to the Client, on a context detached from any caller and bounded by
-// the node timeout.
-func (a *acquisition) releaseOn(i int) {
+// releaseOn releases our token on one node, announcing it on channels with
+// the given prefix unless it is empty, from a goroutine that already belongs
+// to the Client, on a context detached from any caller and bounded by the
+// node timeout.
+func (a *acquisition) releaseOn(i int, channelPrefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.nodeTimeout)
 	defer cancel()
-	_, _ = a.c.nodes[i].release(ctx, a.t, "")
+	_, _ = a.c.nodes[i].release(ctx, a.t, channelPrefix)
 }
 
 // rollback tells the chosen nodes to release our token and waits, bounded by

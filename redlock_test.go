@@ -554,8 +554,8 @@ func TestRetryCountsOwnLeftoverAsYes(t *testing.T) {
 	l, qerr := a.attempt(t.Context(), false)
 	require.Nil(t, qerr)
 	require.Equal(t, 5, l.Stats().Yes+countPending(l.Stats()))
-	ttl := ms[0].TTL("leftover")
-	require.Equal(t, DefaultTTL, ttl, "the leftover's TTL is refreshed")
+	require.Eventually(t, func() bool { return ms[0].TTL("leftover") == DefaultTTL }, 5*time.Second, time.Millisecond,
+		"the leftover's TTL is refreshed")
 	require.NoError(t, l.Unlock(t.Context()))
 }
 
