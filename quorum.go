@@ -138,7 +138,7 @@ type spec struct {
 
 // outcome is a gathered round, before the caller decides what it means.
 type outcome struct {
-	r     *round
+	r     round // in the same allocation: send holds a pointer into it
 	votes []NodeVote
 	got   []bool  // the node's reply was gathered
 	vals  []int64 // the gathered replies' values
@@ -160,16 +160,17 @@ type outcome struct {
 // Its goroutine lives on until go-redis gives up, tracked by the Client.
 func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 	n := len(c.nodes)
+	// One backing array for the per-node flags: a round is on the hot path.
+	flags := make([]bool, 4*n)
 	o := &outcome{
-		r:     &round{ch: make(chan reply, n), stalled: make([]bool, n)},
+		r:     round{ch: make(chan reply, n), stalled: flags[:n]},
 		votes: make([]NodeVote, n),
-		got:   make([]bool, n),
+		got:   flags[n : 2*n],
 		vals:  make([]int64, n),
 	}
+	wasStalled, send := flags[2*n:3*n], flags[3*n:]
 	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sp.timeout)
-	wasStalled := make([]bool, n)
 	pending, waitFor := 0, 0
-	sent := make([]*node, 0, n)
 	o.start = c.now()
 	for i, nd := range c.nodes {
 		o.votes[i] = NodeVote{Index: i, Addr: nd.addr}
@@ -180,19 +181,21 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 			}
 		}
 		pending++
-		sent = append(sent, nd)
+		send[i] = true
 		if wasStalled[i] = nd.stalled.Load() > 0; !wasStalled[i] {
 			waitFor++
 		}
 	}
-	o.r.left.Store(int32(len(sent)))
+	o.r.left.Store(int32(pending))
 	o.r.cancel = cancel
-	if len(sent) == 0 {
+	if pending == 0 {
 		cancel()
 	}
-	c.wg.Add(len(sent))
-	for _, nd := range sent {
-		go c.send(reqCtx, o.r, nd, o.start, sp.req)
+	c.wg.Add(pending)
+	for i, nd := range c.nodes {
+		if send[i] {
+			go c.send(reqCtx, &o.r, nd, o.start, sp.req)
+		}
 	}
 
 	timer := time.NewTimer(sp.timeout)
