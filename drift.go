@@ -91,7 +91,11 @@ func (g *nodeGuard) observe(n *node, info string, infoErr error, nodeTime time.T
 	if infoErr == nil {
 		runID, uptime, ok := parseServerInfo(info)
 		if ok {
-			started := recv.Add(-uptime - time.Second) // uptime counts whole seconds
+			// uptime_in_seconds is the difference of two whole-second
+			// readings: the node may be up to a second younger than it says.
+			// Take the latest start it allows, so that the quarantine is
+			// never cut short.
+			started := recv.Add(-max(uptime-time.Second, 0))
 			switch {
 			case g.runID == "" && recv.Sub(started) < maxTTL:
 				g.quarantine(n, started.Add(maxTTL), fmt.Sprintf("node started %v ago, less than the max TTL %v", recv.Sub(started).Round(time.Millisecond), maxTTL), log)

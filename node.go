@@ -115,42 +115,62 @@ func (n *node) acquire(ctx context.Context, t *target, ttl time.Duration, plain 
 }
 
 // acquireGuarded is acquire with the node guard: INFO server and TIME go in
-// the same pipeline, on the same connection, just before the acquire
-// command, so that the guard sees a restart or a clock jump before the
-// node's vote is counted. A quarantined node's yes comes back as an error
-// that wraps ErrQuarantined; the key it may have set is rolled back with the
-// failed votes, or released by Unlock.
+// the same pipeline, on the same connection, right after the acquire
+// command, so that the guard sees a restart or a clock jump that happened
+// before the node voted, or while it did, before the vote is counted; a step
+// that comes between the vote and the sample only quarantines the node
+// sooner. A quarantined node's yes comes back as an error that wraps
+// ErrQuarantined; the key it may have set is rolled back with the failed
+// votes, or released by Unlock.
 func (n *node) acquireGuarded(ctx context.Context, c *Client, t *target, ttl time.Duration, plain bool, cfg *config) (int64, error) {
-	pipe := n.client.Pipeline()
-	info := pipe.Info(ctx, "server")
-	tm := pipe.Time(ctx)
-	var set *redis.BoolCmd
-	var script *redis.Cmd
-	if plain && t.plainSingle() {
-		set = pipe.SetNX(ctx, t.rkeys[0], t.token, ttl)
-	} else {
-		script = acquireScript.EvalSha(ctx, pipe, t.scriptKeys(), acquireArgs(t, ttl)...)
-	}
-	sent := c.now()
-	_, _ = pipe.Exec(ctx) // each command carries its own error
-	recv := c.now()
-	qerr := n.guard.observe(n, info.Val(), info.Err(), tm.Val(), tm.Err(), sent, recv, c.maxTTL(), cfg.driftFactor, c.log)
-
-	var val int64
-	var err error
-	if set != nil {
-		if ok, serr := set.Result(); ok {
-			val = 1
-		} else {
-			err = serr
+	run := func(eval bool) (r guardedReply) {
+		pipe := n.client.Pipeline()
+		var set *redis.BoolCmd
+		var script *redis.Cmd
+		switch {
+		case plain && t.plainSingle():
+			set = pipe.SetNX(ctx, t.rkeys[0], t.token, ttl)
+		case eval:
+			script = acquireScript.Eval(ctx, pipe, t.scriptKeys(), acquireArgs(t, ttl)...)
+		default:
+			script = acquireScript.EvalSha(ctx, pipe, t.scriptKeys(), acquireArgs(t, ttl)...)
 		}
-	} else if val, err = script.Int64(); redis.HasErrorPrefix(err, "NOSCRIPT") {
-		val, err = acquireScript.Run(ctx, n.client, t.scriptKeys(), acquireArgs(t, ttl)...).Int64()
+		r.info = pipe.Info(ctx, "server")
+		r.tm = pipe.Time(ctx)
+		r.sent = c.now()
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		r.recv = c.now()
+		if set != nil {
+			ok, err := set.Result()
+			if ok {
+				r.val = 1
+			}
+			r.err = err
+			return r
+		}
+		r.val, r.err = script.Int64()
+		return r
 	}
-	if err == nil && val > 0 && qerr != nil {
-		return val, qerr
+	r := run(false)
+	if redis.HasErrorPrefix(r.err, "NOSCRIPT") {
+		// The node lost its script cache: send the script itself, and
+		// sample the node again with it.
+		r = run(true)
 	}
-	return val, err
+	qerr := n.guard.observe(n, r.info.Val(), r.info.Err(), r.tm.Val(), r.tm.Err(), r.sent, r.recv, c.maxTTL(), cfg.driftFactor, c.log)
+	if r.err == nil && r.val > 0 && qerr != nil {
+		return r.val, qerr
+	}
+	return r.val, r.err
+}
+
+// guardedReply is one guarded acquire request: the vote and the sample.
+type guardedReply struct {
+	val        int64
+	err        error
+	info       *redis.StringCmd
+	tm         *redis.TimeCmd
+	sent, recv time.Time
 }
 
 // acquireArgs are the ARGV of acquire.lua.
