@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,6 +80,8 @@ type chaosNode struct {
 	// faults and scans for residue.
 	admin *redis.Client
 	down  bool // killed and not restarted since
+	// clock runs a miniredis node's clock once stepClock has moved it.
+	clock *offsetClock
 }
 
 func (n *chaosNode) String() string { return fmt.Sprintf("node %d", n.index) }
@@ -149,6 +152,66 @@ func (n *chaosNode) jump(d time.Duration) {
 	if err := jumpScript.Run(n.t.Context(), n.admin, nil, "*", d.Milliseconds()).Err(); err != nil {
 		n.t.Fatalf("%v: clock jump: %v", n, err)
 	}
+}
+
+// stepClock moves a miniredis node's clock forward by d for real: TIME
+// says so at once and, with ClockTTL, every TTL shrinks by d. The clock then
+// keeps running from there, d ahead of ours.
+func (n *chaosNode) stepClock(d time.Duration) {
+	n.t.Helper()
+	if n.mini == nil {
+		n.t.Fatalf("%v: only a miniredis clock can be stepped", n)
+	}
+	if n.clock == nil {
+		n.clock = startOffsetClock(n.t, n.mini)
+	}
+	n.clock.step(d)
+}
+
+// offsetClock runs a miniredis clock at an offset from ours. miniredis has
+// no clock of its own to move: SetTime pins it, and a pinned clock stands
+// still, which the node guard would rightly take for a jump backwards. So a
+// goroutine sets it again every millisecond. Between two ticks it lags by up
+// to a tick, well inside the drift allowance; a goroutine starved of CPU
+// makes it lag more and then catch up, which the guard may see as a small
+// jump (10-20ms under -race on a busy machine): one more quarantine of that
+// node, never one less. It is safe for concurrent use.
+type offsetClock struct {
+	mu     sync.Mutex
+	m      *miniredis.Miniredis
+	offset time.Duration // guarded by mu
+}
+
+// startOffsetClock starts the ticking at offset 0; t.Cleanup stops it.
+func startOffsetClock(t *testing.T, m *miniredis.Miniredis) *offsetClock {
+	c := &offsetClock{m: m}
+	c.step(0)
+	stop, done := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(stop); <-done })
+	go func() {
+		defer close(done)
+		tk := time.NewTicker(time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+				c.step(0)
+			}
+		}
+	}()
+	return c
+}
+
+// step adds d to the offset and sets the clock. The lock keeps a tick that
+// read the old offset from setting the clock back after a step: miniredis
+// would count the same step twice against the TTLs.
+func (c *offsetClock) step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+	c.m.SetTime(time.Now().Add(c.offset))
 }
 
 // setError makes the node fail every command with msg. A real node can

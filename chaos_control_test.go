@@ -83,7 +83,7 @@ func runChaosControl(t *testing.T, c chaosControl, sum *chaosSummary) {
 	// under -race on a slow machine.
 	load.ttl = 3 * time.Second
 	r := newChaosRun(t, c.name, load)
-	r.cl = newChaosCluster(t, chaosClusterOpts{backend: c.backend, clients: 2}, r.rng, r.lockOptions(true)...)
+	r.cl = newChaosCluster(t, chaosClusterOpts{backend: c.backend, clients: 2}, r.rng, r.lockOptions(true, false)...)
 	r.start = time.Now()
 	if c.prepare != nil {
 		c.prepare(r)

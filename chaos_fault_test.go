@@ -180,6 +180,22 @@ func (f *clockJumpFault) inject(r *chaosRun) {
 }
 func (*clockJumpFault) heal(*chaosRun) {}
 
+// clockStepFault steps the clock of a miniredis node forward for real (see
+// chaosNode.stepClock): TIME moves on by the step, every TTL shrinks by it,
+// and the clock keeps running from there. clockJumpFault only shrinks the
+// TTLs, which no client can see; this one the node guard can. It can't be
+// undone, so heal does nothing.
+type clockStepFault struct {
+	node int
+	by   time.Duration
+}
+
+func (f *clockStepFault) String() string {
+	return fmt.Sprintf("clock step %v on node %d", f.by, f.node)
+}
+func (f *clockStepFault) inject(r *chaosRun) { r.cl.nodes[f.node].stepClock(f.by) }
+func (*clockStepFault) heal(*chaosRun)       {}
+
 // nodeErrorFault makes a node answer every command with an error until
 // healed: any error on miniredis, READONLY on a real node (which becomes a
 // replica of a master that does not exist).

@@ -14,8 +14,10 @@ import (
 	"flag"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,6 +114,16 @@ type chaosScenario struct {
 	// cover, run to measure what it does. Its overlaps are reported, not
 	// asserted, and it is left out of the summary.
 	outOfModel bool
+	// control marks a negative control that runs as a scenario: it breaks
+	// the model on purpose and passes when the checker reports an overlap.
+	// It is left out of the summary too.
+	control bool
+	// guard turns on WithNodeGuard for every Client.
+	guard bool
+	// settle is how long the nodes run before the workload starts: with
+	// the guard, until a freshly started redis-server has been up for the
+	// max TTL, by its own count in whole seconds.
+	settle time.Duration
 }
 
 // chaosRun is one execution of a scenario.
@@ -126,6 +138,8 @@ type chaosRun struct {
 	prefix string
 	start  time.Time
 	active []chaosFault // injected and not healed yet
+	// guardLog counts the guard's quarantines, when the guard is on.
+	guardLog quarantineLog
 }
 
 // newChaosRun derives the scenario's generator from the run's seed and the
@@ -146,11 +160,56 @@ func newChaosRun(t *testing.T, name string, load chaosLoad) *chaosRun {
 }
 
 // lockOptions are the options of every Client in a run.
-func (r *chaosRun) lockOptions(fencing bool) []Option {
-	return []Option{
+func (r *chaosRun) lockOptions(fencing, guard bool) []Option {
+	opts := []Option{
 		WithTTL(r.load.ttl), WithKeyPrefix(r.prefix), WithRetryDelay(time.Millisecond, 5*time.Millisecond),
 		WithFencing(fencing),
 	}
+	if guard {
+		opts = append(opts, WithNodeGuard(true), WithLogger(slog.New(&r.guardLog)))
+	}
+	return opts
+}
+
+// quarantineLog is a slog.Handler that counts the guard's quarantines by
+// their cause and drops every other record. One count is one Client seeing
+// one node go wrong. It is safe for concurrent use.
+type quarantineLog struct {
+	mu                    sync.Mutex
+	restarts, young, jump int // guarded by mu
+}
+
+func (q *quarantineLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (q *quarantineLog) WithAttrs([]slog.Attr) slog.Handler           { return q }
+func (q *quarantineLog) WithGroup(string) slog.Handler                { return q }
+
+func (q *quarantineLog) Handle(_ context.Context, rec slog.Record) error {
+	if !strings.Contains(rec.Message, "quarantines") {
+		return nil
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key != "reason" {
+			return true
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		switch reason := a.Value.String(); {
+		case strings.Contains(reason, "restarted"):
+			q.restarts++
+		case strings.Contains(reason, "clock"):
+			q.jump++
+		default:
+			q.young++
+		}
+		return false
+	})
+	return nil
+}
+
+func (q *quarantineLog) String() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return fmt.Sprintf("quarantines restart=%d young=%d clock=%d", q.restarts, q.young, q.jump)
 }
 
 // sleep waits d; a test that failed fatally meanwhile does not get here.
@@ -441,12 +500,21 @@ func runChaosScenario(t *testing.T, sc chaosScenario, sum *chaosSummary) {
 		sc.load(&load)
 	}
 	r := newChaosRun(t, sc.name, load)
-	r.cl = newChaosCluster(t, sc.cluster, r.rng, r.lockOptions(sc.fencing)...)
+	r.cl = newChaosCluster(t, sc.cluster, r.rng, r.lockOptions(sc.fencing, sc.guard)...)
+	r.sleep(sc.settle)
 	f := r.execute(sc.faults)
 	chaosPrint(t, chaosLine(sc.name, r.seed, f))
 	r.logOverlaps(f.overlaps)
+	if sc.guard {
+		t.Logf("chaos-detail: scenario=%s guard %v", sc.name, &r.guardLog)
+	}
 	replay := fmt.Sprintf("replay with: go test -race -run 'Chaos/%s$' -v . -chaos.seed=%d", sc.name, r.seed)
-	if !sc.outOfModel {
+	switch {
+	case sc.control:
+		if len(f.overlaps) == 0 {
+			t.Errorf("the control did not break the model: got 0 overlaps, want some; %s", replay)
+		}
+	case !sc.outOfModel:
 		sum.add(f)
 		if len(f.overlaps) > 0 {
 			t.Errorf("got %d overlapping holders, want 0; %s", len(f.overlaps), replay)
@@ -455,7 +523,7 @@ func runChaosScenario(t *testing.T, sc chaosScenario, sum *chaosSummary) {
 	if f.residue > 0 {
 		t.Errorf("got %d lock keys left after every TTL, want 0; %s", f.residue, replay)
 	}
-	if sc.fencing && !sc.outOfModel && f.inversions > 0 {
+	if sc.fencing && !sc.outOfModel && !sc.control && f.inversions > 0 {
 		t.Errorf("got %d fences that did not rise, want 0; %s", f.inversions, replay)
 	}
 	if f.success < sc.minSuccess {
@@ -677,7 +745,182 @@ func chaosScenarios() []chaosScenario {
 				r.randomFaults(r.start.Add(r.load.duration*9/10), restartDelay)
 			},
 		},
+
+		// 12. The node guard (WithNodeGuard; 11 is the delayed restart among
+		// the controls). Two faults that break assumptions 1 and 2, each run
+		// twice on the same schedule: without the guard a negative control
+		// that must overlap, with it in the model. A majority restarted
+		// empty at once while a lock is held on every node; and one node's
+		// clock stepped forward for real while a lock is held on exactly a
+		// quorum, then random steps.
+		guardRestartScenario(false),
+		guardRestartScenario(true),
+		guardStepScenario(false),
+		guardStepScenario(true),
+		// What the guard cannot see: clockJumpFault shrinks the PTTLs of
+		// a real node and leaves its TIME alone.
+		{
+			name: "guard-on-clock-jump-one-node", minSuccess: 50, outOfModel: true,
+			guard: true, settle: guardSettle(ttl),
+			cluster: chaosClusterOpts{backend: realBackend, clients: 3},
+			faults:  clockJumps,
+		},
 	}
+}
+
+// guardSettle is how long freshly started real nodes must run before the
+// guard counts their votes: the max TTL, and the two seconds by which
+// redis-server's uptime in whole seconds may be off.
+func guardSettle(maxTTL time.Duration) time.Duration { return maxTTL + 2*time.Second }
+
+// guardRestartScenario is the node guard's restart experiment on real
+// nodes: without the guard a negative control, with it in the model. The
+// TTL is 1s, so that the guard's quarantine is short, and the nodes settle
+// first, so that the guard does not keep them out as freshly started.
+func guardRestartScenario(guard bool) chaosScenario {
+	sc := chaosScenario{
+		name: "control-guard-off-empty-restart-real", control: true, minSuccess: 30,
+		cluster: chaosClusterOpts{backend: realBackend, clients: 3},
+		load: func(l *chaosLoad) {
+			l.ttl = time.Second
+			l.duration = max(l.duration, 6*time.Second)
+		},
+		settle: guardSettle(time.Second),
+		faults: func(r *chaosRun) {
+			r.at(0.2)
+			r.holdThrough(false, func(held []int) {
+				var fs []chaosFault
+				for _, n := range r.pick(3) {
+					f := &restartFault{node: n, mode: restartEmpty}
+					r.inject(f)
+					fs = append(fs, f)
+				}
+				for _, f := range fs {
+					r.heal(f)
+				}
+			})
+		},
+	}
+	if guard {
+		sc.name, sc.control, sc.guard = "guard-on-empty-restart-real", false, true
+	}
+	return sc
+}
+
+// guardStepScenario is the node guard's clock experiment on miniredis:
+// without the guard a negative control, with it in the model. A holder of
+// exactly a quorum sees one of its nodes step by 60% of the TTL, then
+// random steps follow. More holders than usual keep the lock for a whole
+// TTL, which is when a step of one of their nodes bites.
+func guardStepScenario(guard bool) chaosScenario {
+	sc := chaosScenario{
+		name: "control-guard-off-clock-step-one-node-mini", control: true, minSuccess: 50,
+		cluster: chaosClusterOpts{backend: miniBackend, clients: 3},
+		load: func(l *chaosLoad) {
+			miniLoad(l)
+			l.pExtend, l.pOverrun = 0.05, 0.03
+		},
+		faults: func(r *chaosRun) {
+			r.at(0.1)
+			r.holdThrough(true, func(held []int) {
+				r.inject(&clockStepFault{node: held[r.rng.IntN(len(held))], by: r.load.ttl * 6 / 10})
+			})
+			clockSteps(r)
+		},
+	}
+	if guard {
+		sc.name, sc.control, sc.guard = "guard-on-clock-step-one-node-mini", false, true
+	}
+	return sc
+}
+
+// holdThrough runs one deterministic experiment of the guard on top of the
+// workload, which keeps every Client sampling every node. Client 0 locks a
+// key of its own and claims it for its whole validity: on every node (all
+// that say yes within a second), or, with exact, on exactly a quorum,
+// another token holding the other nodes while it locks, as in a split vote.
+// breakModel then runs with the nodes that hold it, and the other token is
+// deleted. Client 1 then tries the key until well past client 0's Until.
+// Without the guard it gets the key once the fault has lost it on a node
+// client 0 counts on; with the guard it does not count that node's vote
+// until the max TTL has passed.
+func (r *chaosRun) holdThrough(exact bool, breakModel func(held []int)) {
+	r.t.Helper()
+	const key = "held"
+	ctx := r.t.Context()
+	lock := func(cc *chaosClient, deadline time.Time) (*Lock, chaosHold, error) {
+		ctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		called := time.Now()
+		l, err := cc.c.Lock(ctx, key)
+		acquired := time.Now()
+		r.rec.lockCall(err == nil, acquired.Sub(called))
+		if err != nil {
+			return nil, chaosHold{}, err
+		}
+		return l, chaosHold{key: key, client: cc.index, worker: -1, token: l.Token(), acquired: acquired,
+			until: l.Until(), nodes: yesNodes(l), fence: l.Fence()}, nil
+	}
+
+	// The other token outlives any wait of client 0's Lock, so that client
+	// 0 can only win the nodes it leaves free.
+	var others []int
+	if exact {
+		others = r.pick(len(r.cl.nodes))[len(r.cl.nodes)/2+1:]
+	}
+	for _, i := range others {
+		if err := r.cl.nodes[i].admin.Set(ctx, r.prefix+key, "other", time.Minute).Err(); err != nil {
+			r.t.Fatalf("node %d: %v", i, err)
+		}
+	}
+	// Generous: on a starved machine a first Lock can take seconds.
+	a, ha, err := lock(r.cl.clients[0], time.Now().Add(5*r.load.lockWait))
+	if err != nil {
+		r.t.Fatalf("client 0: Lock: %v", err)
+	}
+	// Lock returns at its quorum; give the slower nodes a moment to say yes
+	// too. A node that timed out was rolled back and never will.
+	var held []int
+	for deadline := time.Now().Add(time.Second); ; r.sleep(time.Millisecond) {
+		held = held[:0]
+		for _, n := range r.cl.nodes {
+			if v, err := n.admin.Get(ctx, r.prefix+key).Result(); err == nil && v == a.Token() {
+				held = append(held, n.index)
+			}
+		}
+		if len(held)+len(others) == len(r.cl.nodes) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if exact && len(held) != len(r.cl.nodes)/2+1 {
+		r.t.Fatalf("client 0 holds %q on nodes %v, want exactly the %d nodes other than %v", key, held, len(r.cl.nodes)/2+1, others)
+	}
+	r.logf("client 0 holds %q on nodes %v until %v", key, held, ha.until.Sub(r.start).Round(time.Millisecond))
+	breakModel(held)
+	for _, i := range others {
+		if err := r.cl.nodes[i].admin.Del(ctx, r.prefix+key).Err(); err != nil {
+			r.t.Fatalf("node %d: %v", i, err)
+		}
+	}
+
+	// Past Until by more than the guard's longest quarantine: the max TTL
+	// from a start known to within two seconds.
+	b, hb, errB := lock(r.cl.clients[1], ha.until.Add(r.load.ttl+2*time.Second))
+	if errB != nil {
+		r.logf("client 1: no lock on %q: %v", key, errB)
+	} else {
+		r.logf("client 1 locked %q on nodes %v, %v from client 0's Until", key, hb.nodes, hb.acquired.Sub(ha.until).Round(time.Millisecond))
+		r.sleep(20 * time.Millisecond)
+		hb.released = time.Now()
+		r.rec.hold(hb)
+		if err := b.Unlock(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, ErrNotHeld) {
+			r.t.Errorf("client 1: Unlock: got %v, want nil or ErrNotHeld", err)
+		}
+	}
+	r.sleep(time.Until(ha.until))
+	ha.released = time.Now()
+	r.rec.hold(ha)
+	_ = a.Unlock(context.WithoutCancel(ctx)) // past Until: ErrNotHeld, or a release of what is left
 }
 
 // clockJumps jumps the clock of one node at a time, by up to twice the TTL,
@@ -689,6 +932,21 @@ func clockJumps(r *chaosRun) {
 			return
 		}
 		f := &clockJumpFault{nodes: r.pick(1), by: r.between(r.load.ttl/10, 2*r.load.ttl)}
+		r.inject(f)
+		r.heal(f)
+	}
+}
+
+// clockSteps steps the clock of one node at a time forward by 60% of the
+// TTL, for real, 1.1 to 2 TTLs apart: far beyond the drift allowance, and no
+// lock sees two nodes step.
+func clockSteps(r *chaosRun) {
+	for {
+		r.sleep(r.between(r.load.ttl+r.load.ttl/10, 2*r.load.ttl))
+		if time.Since(r.start) > r.load.duration*9/10 {
+			return
+		}
+		f := &clockStepFault{node: r.pick(1)[0], by: r.load.ttl * 6 / 10}
 		r.inject(f)
 		r.heal(f)
 	}
