@@ -37,17 +37,26 @@ type renewal struct {
 
 type renewQueue []*renewal
 
-func (q renewQueue) Len() int           { return len(q) }
+// Len, Less, Swap, Push and Pop implement heap.Interface, earliest due first.
+func (q renewQueue) Len() int { return len(q) }
+
+// Less orders by due time.
 func (q renewQueue) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+
+// Swap swaps two renewals and keeps their indexes right.
 func (q renewQueue) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
 	q[i].index, q[j].index = i, j
 }
+
+// Push adds a renewal.
 func (q *renewQueue) Push(x any) {
 	r := x.(*renewal)
 	r.index = len(*q)
 	*q = append(*q, r)
 }
+
+// Pop removes the last renewal.
 func (q *renewQueue) Pop() any {
 	old := *q
 	r := old[len(old)-1]

@@ -264,6 +264,7 @@ var quietRedisLog = sync.OnceFunc(func() { redis.SetLogger(discardLogger{}) })
 
 type discardLogger struct{}
 
+// Printf drops the message.
 func (discardLogger) Printf(context.Context, string, ...any) {}
 
 // demoNode is one in-process Redis node. It is safe for concurrent use.
