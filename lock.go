@@ -95,7 +95,9 @@ func (l *Lock) markHeld(i int) {
 // Unlock releases the lock: on every node, a Lua script deletes the key only
 // while it still holds this lock's token, so it never deletes another
 // holder's key. Each node that deletes announces the release on pub/sub, so
-// that waiters retry at once. Each node is bounded by the node timeout.
+// that waiters retry at once. Each node is bounded by the node timeout or, if
+// longer, the TTL up to one second: a release has no validity to protect, so
+// a busy node is given time to confirm rather than reported as failed.
 // Unlock first stops the renewals, then closes Done (Err returns
 // ErrUnlocked), then releases. It returns as soon as the outcome is known;
 // the requests to the slower nodes finish in the background.
@@ -129,7 +131,7 @@ func (l *Lock) release(ctx context.Context) error {
 	o := c.fanout(ctx, &spec{
 		op:      OpUnlock,
 		quorum:  c.quorum,
-		timeout: l.cfg.nodeTimeout,
+		timeout: l.cfg.releaseTimeout(),
 		skip:    l.acq.unlockSkip(),
 		req: func(ctx context.Context, n *node) (int64, error) {
 			return n.release(ctx, l.t, releasePrefix)

@@ -100,6 +100,12 @@ func WithKeyPrefix(prefix string) Option {
 	return func(c *config) { c.keyPrefix = prefix }
 }
 
+// releaseTimeout bounds each node's part in Unlock: the node timeout, or the
+// TTL up to one second when that is longer.
+func (c *config) releaseTimeout() time.Duration {
+	return max(c.nodeTimeout, min(c.ttl, time.Second))
+}
+
 // acquireTTL is the TTL of an acquisition: the TTL, cut to the max hold.
 func (c *config) acquireTTL() time.Duration {
 	if c.maxHold > 0 && c.maxHold < c.ttl {
