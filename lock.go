@@ -236,7 +236,7 @@ func (l *Lock) settleExtend(o *outcome, st Stats, start, until time.Time, ttl ti
 	if next := start.Add(ttl - st.Drift); next.After(l.until) {
 		l.until = next
 	}
-	if cfg.autoExtend {
+	if cfg.autoExtend && l.err == nil {
 		c.renewer.add(l, l.nextRenewal(start))
 	}
 	return nil
