@@ -463,3 +463,42 @@ func libraryGoroutines() []string {
 	}
 	return out
 }
+
+// TestNoGoroutineOutlivesItsCall checks, without Close, that a Client runs no
+// goroutine once its calls are over: the renewer stops with the last
+// auto-extended lock, and the pub/sub connections close with the last
+// waiter.
+func TestNoGoroutineOutlivesItsCall(t *testing.T) {
+	ms, cs := minis(t, 5)
+	for _, m := range ms {
+		m.ClockTTL(true)
+	}
+	c := newClient(t, cs, WithTTL(300*time.Millisecond), WithNodeTimeout(100*time.Millisecond))
+	none := func(what string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return len(libraryGoroutines()) == 0 }, 2*time.Second, 10*time.Millisecond,
+			"%s left goroutines running: %v", what, libraryGoroutines())
+	}
+
+	l, err := c.Lock(t.Context(), "no-leak", WithAutoExtend(true))
+	require.NoError(t, err)
+	time.Sleep(250 * time.Millisecond) // at least one renewal
+	require.NoError(t, l.Err())
+	require.NoError(t, l.Unlock(t.Context()))
+	none("Unlock of an auto-extended lock")
+
+	holder, err := c.TryLock(t.Context(), "no-leak")
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		w, err := c.Lock(t.Context(), "no-leak")
+		if err == nil {
+			err = w.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool { return subscribed(t, cs, "no-leak") }, 5*time.Second, time.Millisecond)
+	require.NoError(t, holder.Unlock(t.Context()))
+	require.NoError(t, <-got)
+	none("a Lock that waited")
+}

@@ -16,10 +16,11 @@ const releasePrefix = "redlock:released:"
 // of a Redis key. Waiters subscribe to it to retry at once.
 func releaseChannel(rkey string) string { return releasePrefix + rkey }
 
-// waitlist wakes a Client's waiting Lock calls when their key is released. It
-// holds one subscription connection per node, shared by all waiters, and
-// subscribes each node to a key's channel while at least one waiter of this
-// Client waits on that key.
+// waitlist wakes a Client's waiting Lock calls when their key is released.
+// While any of them waits, it holds one subscription connection per node,
+// shared by all waiters, and subscribes each node to a key's channel while at
+// least one waiter of this Client waits on that key. When the last waiter
+// leaves, the connections close, so that an idle Client runs no goroutine.
 //
 // A release is announced by every node that deleted the key, so a waiter
 // learns of it even when some nodes are down. The copies are told apart by
@@ -60,6 +61,7 @@ type nodeSub struct {
 	node int
 	ps   *redis.PubSub
 	ops  chan subOp
+	stop chan struct{} // closed when the connection is no longer wanted
 }
 
 type subOp struct {
@@ -125,6 +127,21 @@ func (w *waitlist) leave(wt *waiter, won bool) {
 			}
 		}
 	}
+	if len(w.keys) == 0 {
+		// No one waits: close the connections, so that a Client with no
+		// waiter runs no goroutine. The next waiter opens them again.
+		w.closeSubsLocked()
+	}
+}
+
+// closeSubsLocked stops the subscription connections and their goroutines.
+// w.mu must be held. Each control goroutine closes its connection, which
+// ends its reader; neither blocks the caller.
+func (w *waitlist) closeSubsLocked() {
+	for _, ns := range w.subs {
+		close(ns.stop)
+	}
+	w.subs = nil
 }
 
 // startLocked opens the subscription connections. w.mu must be held. Called
@@ -137,6 +154,7 @@ func (w *waitlist) startLocked() {
 			node: i,
 			ps:   n.client.Subscribe(context.Background()),
 			ops:  make(chan subOp, 64),
+			stop: make(chan struct{}),
 		}
 		w.subs[i] = ns
 		c.wg.Add(2)
@@ -158,9 +176,11 @@ func (w *waitlist) sendLocked(op subOp) {
 	}
 }
 
-// control applies subscription changes to one node until the Client closes.
+// control applies subscription changes to one node until the connection is
+// no longer wanted or the Client closes; then it closes the connection.
 func (w *waitlist) control(ns *nodeSub) {
 	defer w.c.wg.Done()
+	defer ns.ps.Close()
 	for {
 		select {
 		case op := <-ns.ops:
@@ -171,19 +191,23 @@ func (w *waitlist) control(ns *nodeSub) {
 				_ = ns.ps.Unsubscribe(ctx, op.ch)
 			}
 			cancel()
+		case <-ns.stop:
+			return
 		case <-w.c.done:
 			return
 		}
 	}
 }
 
-// read dispatches one node's messages until the Client closes.
+// read dispatches one node's messages until its connection is closed.
 func (w *waitlist) read(ns *nodeSub) {
 	defer w.c.wg.Done()
 	for {
 		msg, err := ns.ps.ReceiveMessage(context.Background())
 		if err != nil {
 			select {
+			case <-ns.stop:
+				return
 			case <-w.c.done:
 				return
 			case <-time.After(100 * time.Millisecond):
@@ -233,10 +257,7 @@ func wakeFirst(queue []*waiter) {
 // which then waits for the goroutines.
 func (w *waitlist) shutdown() {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.close = true
-	subs := w.subs
-	w.mu.Unlock()
-	for _, ns := range subs {
-		_ = ns.ps.Close()
-	}
+	w.closeSubsLocked()
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // renewer keeps a Client's auto-extended locks alive. One goroutine per
-// Client, started with the first such lock, waits for the earliest renewal
+// Client, running while it holds such locks, waits for the earliest renewal
 // that is due, takes every lock due soon after it too, and renews the whole
 // batch with one pipeline per node. 10,000 held locks thus cost a few round
 // trips per node per tick, not 10,000 goroutines and round trips.
@@ -88,13 +88,15 @@ func (r *renewer) add(l *Lock, due time.Time) {
 }
 
 // remove stops l's renewals. A batch already in flight may still extend it
-// once; its result is then ignored.
+// once; its result is then ignored. The loop is woken, so that it ends when
+// no lock is left to renew.
 func (r *renewer) remove(l *Lock) {
 	r.mu.Lock()
 	if l.renewal != nil && l.renewal.index >= 0 {
 		heap.Remove(&r.queue, l.renewal.index)
 	}
 	r.mu.Unlock()
+	r.poke()
 }
 
 func (r *renewer) poke() {
@@ -104,13 +106,17 @@ func (r *renewer) poke() {
 	}
 }
 
-// loop runs until the Client is closed.
+// loop runs while there are locks to renew, and until the Client is closed:
+// a Client that holds no auto-extended lock runs no goroutine.
 func (r *renewer) loop() {
 	defer r.c.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		batch, wait := r.due()
+		if wait < 0 {
+			return // nothing left: add starts a new loop
+		}
 		if len(batch) > 0 {
 			r.renew(batch)
 			continue
@@ -133,12 +139,14 @@ func (r *renewer) loop() {
 
 // due takes the locks whose renewal is due, with those due within a tenth of
 // a renewal interval after them, so that locks taken at nearly the same time
-// share a batch. When none is due it returns how long to wait.
+// share a batch. When none is due it returns how long to wait; when the
+// queue is empty, it marks the loop stopped and returns a negative wait.
 func (r *renewer) due() ([]*Lock, time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.queue) == 0 {
-		return nil, time.Hour
+		r.running = false
+		return nil, -1
 	}
 	now := r.c.now()
 	head := r.queue[0]
