@@ -227,7 +227,7 @@ func (n *chaosNode) setError(msg string) {
 		n.t.Fatalf("%v: a real node can only answer READONLY, not %q", n, msg)
 	}
 	// Port 1 has no listener: the replica never syncs, so it keeps its data.
-	if err := n.admin.SlaveOf(n.t.Context(), "127.0.0.1", "1").Err(); err != nil {
+	if err := n.admin.ReplicaOf(n.t.Context(), "127.0.0.1", "1").Err(); err != nil {
 		n.t.Fatalf("%v: REPLICAOF: %v", n, err)
 	}
 }
@@ -238,7 +238,7 @@ func (n *chaosNode) clearError() {
 		n.mini.SetError("")
 		return
 	}
-	if err := n.admin.SlaveOf(n.t.Context(), "NO", "ONE").Err(); err != nil {
+	if err := n.admin.ReplicaOf(n.t.Context(), "NO", "ONE").Err(); err != nil {
 		n.t.Fatalf("%v: REPLICAOF NO ONE: %v", n, err)
 	}
 }

@@ -10,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-
-	"github.com/redlockgo/redlock/internal/redistest"
 )
 
 // lifecycleNodes gives the lifecycle tests five nodes whose TTLs run in real
@@ -25,12 +22,6 @@ type lifecycleNodes struct {
 	keyOn   func(i int) bool // the test key is on node i
 	drop    func(i int)      // delete the test key on node i, without a message
 	key     string
-	mini    []*miniredis.Miniredis
-	real    []*redistest.Server
-	t       *testing.T
-	name    string
-	getTTL  func(i int) time.Duration
-	setSome func(i int, v string)
 }
 
 func forEachBackend(t *testing.T, key string, fn func(t *testing.T, n *lifecycleNodes)) {
@@ -40,27 +31,22 @@ func forEachBackend(t *testing.T, key string, fn func(t *testing.T, n *lifecycle
 			m.ClockTTL(true)
 		}
 		fn(t, &lifecycleNodes{
-			clients: cs, key: key, mini: ms, t: t, name: "miniredis",
-			kill:   func(i int) { ms[i].Close() },
-			keyOn:  func(i int) bool { return ms[i].Exists(key) },
-			drop:   func(i int) { ms[i].Del(key) },
-			getTTL: func(i int) time.Duration { return ms[i].TTL(key) },
+			clients: cs, key: key,
+			kill:  func(i int) { ms[i].Close() },
+			keyOn: func(i int) bool { return ms[i].Exists(key) },
+			drop:  func(i int) { ms[i].Del(key) },
 		})
 	})
 	t.Run("redis-server", func(t *testing.T) {
 		srv, cs := realNodes(t, 5)
 		fn(t, &lifecycleNodes{
-			clients: cs, key: key, real: srv, t: t, name: "redis-server",
+			clients: cs, key: key,
 			kill: func(i int) { srv[i].Kill() },
 			keyOn: func(i int) bool {
 				n, _ := cs[i].Exists(context.Background(), key).Result()
 				return n == 1
 			},
 			drop: func(i int) { cs[i].Del(context.Background(), key) },
-			getTTL: func(i int) time.Duration {
-				d, _ := cs[i].PTTL(context.Background(), key).Result()
-				return d
-			},
 		})
 	})
 }

@@ -51,14 +51,6 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func medianDur(ds []time.Duration) time.Duration {
-	xs := make([]float64, len(ds))
-	for i, d := range ds {
-		xs[i] = float64(d)
-	}
-	return time.Duration(median(xs))
-}
-
 // ratios holds per-round ratios of two contenders' figures.
 type ratios []float64
 
@@ -70,14 +62,6 @@ func ratioOf(num, den []float64) ratios {
 		}
 	}
 	return r
-}
-
-func durs(ds []time.Duration) []float64 {
-	xs := make([]float64, len(ds))
-	for i, d := range ds {
-		xs[i] = float64(d)
-	}
-	return xs
 }
 
 func (r ratios) median() float64 { return median(r) }

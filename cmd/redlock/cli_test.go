@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -60,7 +60,8 @@ func goTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	// The toolchain that runs the tests, when go is not on PATH.
+	return filepath.Join(build.Default.GOROOT, "bin", "go")
 }
 
 // removeBinary removes what redlockBinary built.

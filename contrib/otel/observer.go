@@ -130,7 +130,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 		if !kv.Valid() {
 			return nil, fmt.Errorf("%w: attribute with an empty key", ErrInvalidOption)
 		}
-		if kv.Value.Type() == attribute.INVALID {
+		if kv.Value.Type() == attribute.EMPTY {
 			return nil, fmt.Errorf("%w: attribute %q has no value", ErrInvalidOption, kv.Key)
 		}
 		for _, k := range reserved {

@@ -400,7 +400,7 @@ func TestAttributes(t *testing.T) {
 				_, ok := set.Value("key")
 				require.False(t, ok, "%s: got a key attribute in %v, want none", name, set.Encoded(attribute.DefaultEncoder()))
 				v, _ := set.Value("cluster")
-				require.Equal(t, "eu", v.Emit(), "%s: got cluster %q, want eu", name, v.Emit())
+				require.Equal(t, "eu", v.String(), "%s: got cluster %q, want eu", name, v.String())
 			}
 		}
 	})
@@ -412,7 +412,7 @@ func TestAttributes(t *testing.T) {
 			require.NotEmpty(t, sets[name], "%s: got no data points, want some", name)
 			for _, set := range sets[name] {
 				v, _ := set.Value("key")
-				require.Equal(t, "orders:42", v.Emit(), "%s: got key %q, want orders:42", name, v.Emit())
+				require.Equal(t, "orders:42", v.String(), "%s: got key %q, want orders:42", name, v.String())
 			}
 		}
 	})
