@@ -1,8 +1,18 @@
 // Package faultproxy is an in-process TCP proxy that injects network faults
-// between one client and one server: latency with jitter, a blackhole, lost
-// replies, and connection resets. The chaos tests put one Proxy between each
-// client and each Redis node, so that one client can be cut off from some
-// nodes while the others still reach them.
+// between one client and one server. The chaos tests put one Proxy between
+// each client and each Redis node, so that one client can be cut off from
+// some nodes while the others still reach them. The faults are:
+//
+//   - latency with jitter on every request (SetLatency);
+//   - late delivery (SetLate): a request held back at random, which can
+//     reach the server after one sent later on another connection, and even
+//     after its client gave up and closed the connection;
+//   - a blackhole that swallows requests (Mode Blackhole);
+//   - silently dropped replies on a live connection (Mode DropReplies);
+//   - replies lost at random together with a reset of the connection
+//     (SetLoseReplies), so that the client retries a request the server has
+//     already run;
+//   - resets of every connection, old and new (Mode Reset).
 //
 // It stands in for github.com/Shopify/toxiproxy/v2, whose library pulls in
 // Prometheus, protobuf, a CLI framework and a logger for the few toxics the
@@ -14,9 +24,11 @@
 package faultproxy
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,6 +69,11 @@ func (m Mode) String() string {
 // the reader blocks beyond it, as a full socket buffer would.
 const maxQueued = 256
 
+// drainLinger bounds how long a link whose client has gone waits for the
+// server to close after its last request was delivered, so that a server
+// which ignores the half-close cannot keep the link forever.
+const drainLinger = 5 * time.Second
+
 // Proxy forwards connections from its own 127.0.0.1 port to a target
 // address. It is safe for concurrent use and must not be copied; create it
 // with New.
@@ -65,17 +82,38 @@ type Proxy struct {
 	target string
 	wg     sync.WaitGroup // the accept loop and every link's goroutines
 
-	mu      sync.Mutex
-	mode    Mode               // guarded by mu
-	latency time.Duration      // guarded by mu
-	jitter  time.Duration      // guarded by mu
-	rng     *rand.Rand         // guarded by mu
-	links   map[*link]struct{} // guarded by mu
-	closed  bool               // guarded by mu
+	mu       sync.Mutex
+	mode     Mode               // guarded by mu
+	latency  time.Duration      // guarded by mu
+	jitter   time.Duration      // guarded by mu
+	lateProb float64            // guarded by mu
+	lateMin  time.Duration      // guarded by mu
+	lateMax  time.Duration      // guarded by mu
+	loseProb float64            // guarded by mu
+	stats    Stats              // guarded by mu
+	rng      *rand.Rand         // guarded by mu
+	links    map[*link]struct{} // guarded by mu
+	closed   bool               // guarded by mu
 }
 
-// New starts a proxy to target on a free 127.0.0.1 port. seed seeds the
-// jitter, so a run can be replayed. Call Close to stop it.
+// Stats counts the faults a Proxy has injected since New, so that a chaos
+// test can show that a fault actually fired. It is a snapshot; the zero value
+// means nothing fired.
+type Stats struct {
+	// Late is the number of client chunks that SetLate's rule held back.
+	Late int64
+	// AfterClose is the number of client chunks written to the server after
+	// their client had closed its connection: requests the client gave up
+	// on, which the server still received.
+	AfterClose int64
+	// LostReplies is the number of reply chunks that SetLoseReplies dropped,
+	// each with a reset of its client connection.
+	LostReplies int64
+}
+
+// New starts a proxy to target on a free 127.0.0.1 port. seed seeds every
+// random draw (jitter, late delivery, lost replies), so a run can be
+// replayed. Call Close to stop it.
 func New(target string, seed uint64) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -128,15 +166,74 @@ func (p *Proxy) SetMode(m Mode) {
 // SetLatency delays every chunk a client sends by latency plus a uniform
 // jitter in [-jitter, +jitter], never below zero. Chunks keep their order, as
 // on one TCP stream. Replies are not delayed, so a round trip grows by the
-// drawn delay once. Zero for both turns the delay off.
+// drawn delay once. A delayed chunk still reaches the server if its client
+// closes meanwhile, as with SetLate. Zero for both turns the delay off.
 func (p *Proxy) SetLatency(latency, jitter time.Duration) {
 	p.mu.Lock()
 	p.latency, p.jitter = latency, jitter
 	p.mu.Unlock()
 }
 
-// Close stops accepting, closes every connection, and waits until every
-// goroutine of the proxy has returned.
+// SetLate holds back client chunks at random: each chunk a client sends is,
+// with probability prob, held for a delay drawn uniformly in [min, max]
+// before it is written to the server. Chunks of one connection keep their
+// order, as on one TCP stream, so later chunks wait behind a held one; other
+// connections are not held up, so a request sent later on another
+// connection can reach the server first.
+//
+// A held chunk is delivered even if its client closes the connection
+// meanwhile: the proxy keeps the server connection open until every queued
+// chunk is due and written, then half-closes it, and discards the replies.
+// That is a request that times out on the client and still runs on the
+// server. SetLatency still applies; a chunk is due at the later of the two
+// delays. A prob of 0 turns late delivery off.
+//
+// SetLate panics if prob is outside [0, 1] or if min and max do not satisfy
+// 0 <= min <= max, since that is a bug in the calling test.
+func (p *Proxy) SetLate(prob float64, min, max time.Duration) {
+	if !(prob >= 0 && prob <= 1) {
+		panic(fmt.Sprintf("faultproxy: late probability must be in [0, 1], got %v", prob))
+	}
+	if min < 0 || max < min {
+		panic(fmt.Sprintf("faultproxy: late delay needs 0 <= min <= max, got [%v, %v]", min, max))
+	}
+	p.mu.Lock()
+	p.lateProb, p.lateMin, p.lateMax = prob, min, max
+	p.mu.Unlock()
+}
+
+// SetLoseReplies loses replies at random: requests reach the server as
+// usual, but each chunk of a reply is, with probability prob, dropped, and
+// its client connection is reset and its server connection closed. The
+// server has run the request while the client sees a network error, so a
+// client that retries on network errors (go-redis does, MaxRetries times)
+// runs it again on a new connection, which the proxy accepts as usual.
+// Unlike Mode DropReplies, the client learns at once that the reply is lost.
+// Replies that would not reach a client anyway (in Mode Blackhole or
+// DropReplies, or after the client closed) are not drawn. A prob of 0 turns
+// it off.
+//
+// SetLoseReplies panics if prob is outside [0, 1], since that is a bug in
+// the calling test.
+func (p *Proxy) SetLoseReplies(prob float64) {
+	if !(prob >= 0 && prob <= 1) {
+		panic(fmt.Sprintf("faultproxy: lost-reply probability must be in [0, 1], got %v", prob))
+	}
+	p.mu.Lock()
+	p.loseProb = prob
+	p.mu.Unlock()
+}
+
+// Stats returns how many faults the proxy has injected so far.
+func (p *Proxy) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// Close stops accepting, closes every connection, drops the chunks still
+// waiting out a delay, and waits until every goroutine of the proxy has
+// returned.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
@@ -153,7 +250,8 @@ func (p *Proxy) Close() error {
 	return err
 }
 
-// delay draws the latency of one chunk.
+// delay draws how long one client chunk waits before it is written to the
+// server: its latency, or its late delay if that rule fires and is longer.
 func (p *Proxy) delay() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -161,7 +259,34 @@ func (p *Proxy) delay() time.Duration {
 	if p.jitter > 0 {
 		d += time.Duration(p.rng.Int64N(int64(2*p.jitter)+1)) - p.jitter
 	}
-	return max(d, 0)
+	d = max(d, 0)
+	if p.lateProb > 0 && p.rng.Float64() < p.lateProb {
+		late := p.lateMin
+		if span := p.lateMax - p.lateMin; span > 0 {
+			late += time.Duration(p.rng.Int64N(int64(span) + 1))
+		}
+		d = max(d, late)
+		p.stats.Late++
+	}
+	return d
+}
+
+// loseReply draws whether the next reply chunk is lost, and counts it.
+func (p *Proxy) loseReply() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.loseProb > 0 && p.rng.Float64() < p.loseProb {
+		p.stats.LostReplies++
+		return true
+	}
+	return false
+}
+
+// deliveredAfterClose counts a chunk written after its client had gone.
+func (p *Proxy) deliveredAfterClose() {
+	p.mu.Lock()
+	p.stats.AfterClose++
+	p.mu.Unlock()
 }
 
 func (p *Proxy) accept() {
@@ -185,18 +310,25 @@ func (p *Proxy) accept() {
 	}
 }
 
-// link is one proxied connection.
+// link is one proxied connection. Its client side may end before its server
+// side: the server still gets the chunks queued when the client went.
 type link struct {
 	p      *Proxy
 	client net.Conn
 	done   chan struct{} // closed by close
+
+	// clientGone is set once the client connection is closed; from then on
+	// replies are discarded.
+	clientGone atomic.Bool
 
 	mu     sync.Mutex
 	server net.Conn // guarded by mu; nil until dialed
 	once   sync.Once
 }
 
-// run dials the server and pumps both directions until either side ends.
+// run dials the server and pumps both directions until the server side
+// ends, the link is closed, or the client has gone and every chunk it sent
+// has been delivered.
 func (l *link) run() {
 	defer l.p.wg.Done()
 	defer l.close(false)
@@ -232,9 +364,11 @@ type chunk struct {
 }
 
 // upstream reads what the client sends and queues it with its due time.
+// When the client ends, it closes the queue but not the link, so that deliver
+// still writes what is queued: a request the client gave up on may yet run.
 func (l *link) upstream(queue chan<- chunk) {
 	defer close(queue)
-	defer l.close(false)
+	defer l.closeClient() // before close(queue), so deliver sees clientGone
 	var last time.Time
 	buf := make([]byte, 32<<10)
 	for {
@@ -257,9 +391,12 @@ func (l *link) upstream(queue chan<- chunk) {
 	}
 }
 
-// deliver writes queued chunks to the server once they are due.
+// deliver writes queued chunks to the server once they are due. Once the
+// queue is closed and drained, the client has gone, so it half-closes the
+// server connection rather than closing it: the server reads every request,
+// then EOF, and closes its side, which ends downstream and the link. A full
+// close could reset the connection and lose the last request.
 func (l *link) deliver(queue <-chan chunk, server net.Conn) {
-	defer l.close(false)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for c := range queue {
@@ -268,30 +405,45 @@ func (l *link) deliver(queue <-chan chunk, server net.Conn) {
 			select {
 			case <-t.C:
 			case <-l.done:
-				return
+				return // closed: what is still queued is dropped
 			}
 		}
 		if l.p.Mode() == Blackhole {
 			continue // went dark while the chunk waited
 		}
 		if _, err := server.Write(c.b); err != nil {
+			l.close(false)
 			return
 		}
+		if l.clientGone.Load() {
+			l.p.deliveredAfterClose()
+		}
+	}
+	tc, ok := server.(*net.TCPConn)
+	if !ok || tc.CloseWrite() != nil || tc.SetReadDeadline(time.Now().Add(drainLinger)) != nil {
+		l.close(false)
 	}
 }
 
-// downstream copies the server's replies to the client, or swallows them.
+// downstream copies the server's replies to the client, swallows them, or
+// loses them with a reset. It reads until the server side ends, even after
+// the client has gone, because the link stays open until the server has
+// received every chunk queued for it.
 func (l *link) downstream(server net.Conn) {
 	defer l.close(false)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := server.Read(buf)
-		if n > 0 {
+		if n > 0 && !l.clientGone.Load() {
 			switch l.p.Mode() {
 			case Blackhole, DropReplies:
 			default:
-				if _, werr := l.client.Write(buf[:n]); werr != nil {
+				if l.p.loseReply() {
+					l.close(true)
 					return
+				}
+				if _, werr := l.client.Write(buf[:n]); werr != nil {
+					l.closeClient() // upstream sees it and lets deliver drain
 				}
 			}
 		}
@@ -301,8 +453,16 @@ func (l *link) downstream(server net.Conn) {
 	}
 }
 
-// close ends the link; with reset, the client sees a TCP reset rather than
-// an orderly close. It may be called more than once.
+// closeClient closes the client side only; the server side stays open until
+// deliver has drained the queue. It may be called more than once.
+func (l *link) closeClient() {
+	l.clientGone.Store(true)
+	_ = l.client.Close()
+}
+
+// close ends the link at once, dropping whatever is queued; with reset, the
+// client sees a TCP reset rather than an orderly close. It may be called
+// more than once.
 func (l *link) close(reset bool) {
 	l.once.Do(func() {
 		close(l.done)
