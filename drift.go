@@ -62,8 +62,10 @@ type clock func() time.Time
 // but no client checks: that a node which lost its data stays out for longer
 // than the max TTL, and that its clock does not jump. It learns the node's
 // run_id and uptime (INFO server) and its clock (TIME) with every
-// acquisition, pipelined before the acquire command on the same connection,
-// so that it sees a restart before it counts the restarted node's vote.
+// acquisition, sent right after the acquire command in the same pipeline, on
+// the same connection, so that it sees a restart or a clock jump that
+// happened before the node voted, or while it did, before the vote is
+// counted.
 //
 // A node that restarted less than the max TTL ago, or whose clock moved
 // away from our monotonic clock by more than the drift allowance, is
@@ -116,8 +118,14 @@ func (g *nodeGuard) observe(n *node, info string, infoErr error, nodeTime time.T
 		rtt := recv.Sub(sent)
 		local := sent.Add(rtt / 2)
 		if g.clockSeen {
-			jump := nodeTime.Sub(g.lastNode) - local.Sub(g.lastLocal)
-			if abs(jump) > rtt/2+g.lastRTT/2+clockDrift(maxTTL, driftFactor) {
+			elapsed := local.Sub(g.lastLocal)
+			jump := nodeTime.Sub(g.lastNode) - elapsed
+			// A clock that runs up to driftFactor fast or slow moves that
+			// much over the whole gap, not just over a TTL: after an idle
+			// hour the allowance is rate × hour. A jump smaller than that
+			// cannot be told from drift, so the longer the node sat idle,
+			// the larger a jump must be for the guard to see it.
+			if abs(jump) > rtt/2+g.lastRTT/2+clockDrift(max(elapsed, maxTTL), driftFactor) {
 				g.quarantine(n, recv.Add(maxTTL), fmt.Sprintf("node clock jumped by %v", jump.Round(time.Millisecond)), log)
 			}
 		}

@@ -3,6 +3,7 @@ package redlock
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -140,6 +141,77 @@ func TestGuardStopsOverlapAfterEmptyRestart(t *testing.T) {
 			require.Contains(t, err.Error(), "less than the max TTL")
 			// The restart took the lock from a majority: it is lost.
 			require.ErrorIs(t, held.Unlock(t.Context()), ErrNotHeld)
+		})
+	}
+}
+
+// guardSample is one synthetic observation for nodeGuard.observe: the local
+// time the request went out, its round trip, and how far the node's clock is
+// from a fixed origin when it answered.
+type guardSample struct {
+	sent time.Duration // local time since the origin
+	rtt  time.Duration
+	node time.Duration // node time since the origin
+}
+
+// observeSamples feeds samples to a fresh guard, with an INFO text of a node
+// that has been up for a day and never restarts, and returns the error of
+// the last one.
+func observeSamples(t *testing.T, maxTTL time.Duration, factor float64, samples ...guardSample) error {
+	t.Helper()
+	var (
+		g     nodeGuard
+		n     = &node{index: 0, addr: "fake:6379"}
+		log   = slog.New(slog.DiscardHandler)
+		local = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		clock = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).Add(7 * time.Minute) // any offset
+		err   error
+	)
+	for _, s := range samples {
+		sent := local.Add(s.sent)
+		recv := sent.Add(s.rtt)
+		uptime := 24*time.Hour + s.sent
+		info := fmt.Sprintf("# Server\r\nrun_id:abc123\r\nuptime_in_seconds:%d\r\n", int64(uptime/time.Second))
+		err = g.observe(n, info, nil, clock.Add(s.node), nil, sent, recv, maxTTL, factor, log)
+	}
+	return err
+}
+
+// TestGuardClockAllowanceScalesWithGap checks that the clock-jump allowance
+// grows with the time between two samples, so that an idle node's normal
+// drift is not taken for a jump, while a real jump still is.
+func TestGuardClockAllowanceScalesWithGap(t *testing.T) {
+	const (
+		ttl    = 10 * time.Second
+		factor = 0.01 // 36 s over an hour
+		rtt    = time.Millisecond
+	)
+	tests := []struct {
+		name       string
+		gap        time.Duration // local time between the two samples
+		nodeMoved  time.Duration // how far the node's clock moved meanwhile
+		quarantine bool
+	}{
+		{"idle hour, node half the factor fast", time.Hour, time.Hour + 18*time.Second, false},
+		{"idle hour, node half the factor slow", time.Hour, time.Hour - 18*time.Second, false},
+		{"short gap, small drift", 100 * time.Millisecond, 100*time.Millisecond + 50*time.Millisecond, false},
+		{"short gap, jump of two TTLs", 100 * time.Millisecond, 100*time.Millisecond + 2*ttl, true},
+		{"short gap, jump just over the fixed allowance", time.Second, time.Second + 150*time.Millisecond, true},
+		{"idle hour, jump of ten minutes", time.Hour, time.Hour + 10*time.Minute, true},
+		{"idle hour, jump back of ten minutes", time.Hour, time.Hour - 10*time.Minute, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := observeSamples(t, ttl, factor,
+				guardSample{sent: 0, rtt: rtt, node: 0},
+				guardSample{sent: tt.gap, rtt: rtt, node: tt.nodeMoved},
+			)
+			if !tt.quarantine {
+				require.NoError(t, err, "got %v, want no quarantine: drift within the factor over the gap is not a jump", err)
+				return
+			}
+			require.ErrorIs(t, err, ErrQuarantined, "got %v, want a quarantine", err)
+			require.Contains(t, err.Error(), "clock jumped by", "got %q, want a clock jump", err)
 		})
 	}
 }
