@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -132,50 +131,4 @@ func (l *Lock) extendTTL(start time.Time) (ttl time.Duration, ok bool) {
 		l.mu.Unlock()
 	}
 	return ttl, ttl > clockDrift(ttl, l.cfg.driftFactor) && ttl >= time.Millisecond
-}
-
-// Do acquires the lock on key, waiting as Lock does, keeps it alive with
-// auto-extension while fn runs, and unlocks when fn returns. fn's ctx is
-// cancelled the moment the lock is lost, with the loss as its cause.
-//
-// Do returns an error that matches ErrNotAcquired when the lock could not be
-// acquired (fn did not run), and one that matches ErrLockLost when the lock
-// was lost while fn ran or was found gone at Unlock, joined with fn's error.
-// Otherwise it returns fn's error.
-func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
-	l, err := c.Lock(ctx, key, append(opts, WithAutoExtend(true))...)
-	if err != nil {
-		return err
-	}
-	fnCtx, cancel := context.WithCancelCause(ctx)
-	stop := make(chan struct{})
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case <-l.Done():
-			cancel(l.Err())
-		case <-stop:
-		}
-	}()
-	fnErr := fn(fnCtx)
-	close(stop)
-	<-watched
-	cancel(nil)
-
-	if lost := l.Err(); lost != nil {
-		// Clear what is left on the nodes that still hold the token, so
-		// that others need not wait out its TTL.
-		_ = l.Unlock(context.WithoutCancel(ctx))
-		return errors.Join(fnErr, lost)
-	}
-	// Release even when the caller's ctx is done: the nodes must not keep
-	// the lock for a full TTL.
-	if uerr := l.Unlock(context.WithoutCancel(ctx)); uerr != nil {
-		if errors.Is(uerr, ErrNotHeld) {
-			uerr = fmt.Errorf("%w: %w", ErrLockLost, uerr)
-		}
-		return errors.Join(fnErr, uerr)
-	}
-	return fnErr
 }
