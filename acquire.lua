@@ -1,32 +1,38 @@
--- acquire.lua takes every lock key for an acquisition, or none of them: a
--- node votes yes only when it took them all. A key that already holds this
--- acquisition's token (a leftover of an earlier attempt whose rollback did
--- not reach the node) counts as taken by us and gets a fresh TTL.
+-- acquire.lua takes every lock key for one attempt of an acquisition, or
+-- none of them: a node votes yes only when it took them all. A key that
+-- already holds this attempt's value (go-redis sent the request twice), or
+-- an earlier attempt's value of the same acquisition (a leftover whose
+-- rollback has not landed), counts as taken by us and gets the attempt's
+-- value and a fresh TTL.
 --
 -- KEYS[1..n]:    the lock keys.
 -- KEYS[n+1..2n]: with fencing, the fence counter of each lock key.
--- ARGV[1]: the token of this acquisition.
+-- ARGV[1]: the attempt's value.
 -- ARGV[2]: the owner of a reentrant lock, or '' for a plain lock.
 -- ARGV[3]: the TTL in milliseconds.
 -- ARGV[4]: n, the number of lock keys.
 -- ARGV[5]: '1' with fencing, else '0'.
+-- ARGV[6]: the acquisition's id.
+-- ARGV[7]: the attempt's number.
 --
 -- Returns 0 when a key is held by someone else. Otherwise 1, or with
 -- fencing the largest of the keys' new fence values (at least 1). A counter
 -- goes up by one; a counter that does not exist yet starts at the node's
 -- clock in microseconds, so that a node restarted empty, after the delay the
 -- Redlock spec asks for, still counts above every fence handed out before.
-local token, owner, ttl, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local value, owner, ttl, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local id, attempt = ARGV[6], tonumber(ARGV[7])
 for i = 1, n do
-  if not takeable(KEYS[i], token, owner) then
+  if not takeable(KEYS[i], value, owner, id, attempt) then
     return 0
   end
 end
 for i = 1, n do
   if owner == '' then
-    redis.call('SET', KEYS[i], token, 'PX', ttl)
+    redis.call('SET', KEYS[i], value, 'PX', ttl)
   else
-    redis.call('HSET', KEYS[i], 'owner', owner, 't:' .. token, '1')
+    dropEarlier(KEYS[i], id, attempt)
+    redis.call('HSET', KEYS[i], 'owner', owner, 't:' .. value, '1')
     expireAtLeast(KEYS[i], ttl)
   end
 end

@@ -1,33 +1,85 @@
 -- holds.lua is the prelude of every lock script: it is prepended to each
 -- script's body, so that they agree on what "holding" a lock key means.
 --
--- A plain lock key is a string that holds the acquisition's token: the
+-- A plain lock key is a string that holds the value of one attempt: the
 -- layout of redsync and the reference clients. An owner (reentrant) lock key
--- is a hash: field "owner" names the owner, and one field "t:<token>" per
+-- is a hash: field "owner" names the owner, and one field "t:<value>" per
 -- acquisition of that owner that reached this node.
+--
+-- An attempt's value is the acquisition's random id for its first attempt,
+-- and "<id>.<n>" for attempt n.
 
--- holds reports whether key holds the acquisition of token (and owner, for an
--- owner lock; '' for a plain one).
-local function holds(key, token, owner)
+-- holds reports whether key holds value (and owner, for an owner lock; ''
+-- for a plain one).
+local function holds(key, value, owner)
   local t = redis.call('TYPE', key).ok
   if owner == '' then
-    return t == 'string' and redis.call('GET', key) == token
+    return t == 'string' and redis.call('GET', key) == value
   end
   return t == 'hash' and redis.call('HGET', key, 'owner') == owner
-    and redis.call('HEXISTS', key, 't:' .. token) == 1
+    and redis.call('HEXISTS', key, 't:' .. value) == 1
 end
 
--- takeable reports whether the acquisition can take key: it is missing, or
--- already ours, or, for an owner lock, held by the same owner.
-local function takeable(key, token, owner)
+-- attemptOf returns the attempt number of v when v is a value of the
+-- acquisition id, else nil.
+local function attemptOf(v, id)
+  if v == id then
+    return 0
+  end
+  if string.sub(v, 1, #id + 1) == id .. '.' then
+    return tonumber(string.sub(v, #id + 2))
+  end
+  return nil
+end
+
+-- takeable reports whether attempt n of acquisition id, writing value, can
+-- take key: it is missing, already holds value, or holds the value of an
+-- earlier attempt of the same acquisition (a leftover whose rollback has not
+-- landed); for an owner lock, it is held by the same owner, and no later
+-- attempt of the acquisition is there. A later attempt's value is never
+-- replaced: a late write of an earlier attempt must not undo what a later
+-- one counted.
+local function takeable(key, value, owner, id, n)
   local t = redis.call('TYPE', key).ok
   if t == 'none' then
     return true
   end
   if owner == '' then
-    return t == 'string' and redis.call('GET', key) == token
+    if t ~= 'string' then
+      return false
+    end
+    local cur = redis.call('GET', key)
+    if cur == value then
+      return true
+    end
+    local k = attemptOf(cur, id)
+    return k ~= nil and k < n
   end
-  return t == 'hash' and redis.call('HGET', key, 'owner') == owner
+  if t ~= 'hash' or redis.call('HGET', key, 'owner') ~= owner then
+    return false
+  end
+  for _, f in ipairs(redis.call('HKEYS', key)) do
+    if string.sub(f, 1, 2) == 't:' then
+      local k = attemptOf(string.sub(f, 3), id)
+      if k ~= nil and k > n then
+        return false
+      end
+    end
+  end
+  return true
+end
+
+-- dropEarlier deletes the fields of an owner lock key that belong to earlier
+-- attempts of acquisition id than n: attempt n takes their place.
+local function dropEarlier(key, id, n)
+  for _, f in ipairs(redis.call('HKEYS', key)) do
+    if string.sub(f, 1, 2) == 't:' then
+      local k = attemptOf(string.sub(f, 3), id)
+      if k ~= nil and k < n then
+        redis.call('HDEL', key, f)
+      end
+    end
+  end
 end
 
 -- expireAtLeast sets key's TTL to ms, unless it already lives longer: other

@@ -14,7 +14,7 @@ import (
 // It must not be copied.
 type Lock struct {
 	c        *Client
-	acq      *acquisition // the acquisition that won it
+	att      *attempt // the attempt that won it
 	cfg      *config
 	keys     []string // as given
 	t        *target
@@ -52,9 +52,13 @@ func (l *Lock) name() string {
 	return strings.Join(l.keys, ",")
 }
 
-// Token returns the random token that marks this acquisition on the nodes: a
-// fresh UUID for each Lock or TryLock call.
-func (l *Lock) Token() string { return l.t.token }
+// Token returns the value that marks this lock on the nodes: the plain
+// string stored under its key (for an owner lock, in the field "t:" +
+// Token()). Each Lock or TryLock call draws a random UUID, and each of its
+// attempts writes a value of its own: the UUID for the first attempt, and
+// UUID.n for attempt n, so that a late message of one attempt can never
+// touch the key another attempt counted.
+func (l *Lock) Token() string { return l.att.value.value }
 
 // Owner returns the owner given with WithOwner, or "" for a plain lock.
 func (l *Lock) Owner() string { return l.t.owner }
@@ -93,25 +97,30 @@ func (l *Lock) markHeld(i int) {
 }
 
 // Unlock releases the lock: on every node, a Lua script deletes the key only
-// while it still holds this lock's token, so it never deletes another
+// while it still holds this lock's value, so it never deletes another
 // holder's key. Each node that deletes announces the release on pub/sub, so
 // that waiters retry at once. Each node is bounded by the node timeout or, if
 // longer, the TTL up to one second: a release has no validity to protect, so
-// a busy node is given time to confirm rather than reported as failed.
+// a busy node is given time to confirm rather than reported as failed. A
+// node whose acquire request has not answered yet gets its release once the
+// request returns, never before, so that the release cannot overtake it.
 // Unlock first stops the renewals, then closes Done (Err returns
 // ErrUnlocked), then releases. It returns as soon as the outcome is known;
 // the requests to the slower nodes finish in the background.
 //
-// It returns nil when at least a quorum of nodes still held the token. When
-// fewer did (the lock had expired, or nodes failed), or the lock was already
-// unlocked, the error matches ErrNotHeld; as a *QuorumError it says what each
-// node answered. Either way the lock is over: call Unlock once.
+// It returns nil when at least a quorum of nodes still held the lock. A
+// release that go-redis sent again, after its connection failed, and whose
+// last copy found the key gone, before Until, on a node that held it, counts
+// as released: the first copy deleted it. When fewer did (the lock had
+// expired, or nodes failed), or the lock was already unlocked, the error
+// matches ErrNotHeld; as a *QuorumError it says what each node answered.
+// Either way the lock is over: call Unlock once.
 func (l *Lock) Unlock(ctx context.Context) error {
 	c := l.c
 	if err := c.enter(); err != nil {
 		return err
 	}
-	defer c.wg.Done()
+	defer c.leave()
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
@@ -127,14 +136,30 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // and says whether a quorum still held them. The caller must be inside a
 // call of the Client.
 func (l *Lock) release(ctx context.Context) error {
-	c := l.c
+	c, at := l.c, l.att
+	at.beginUnlock()
+	l.mu.Lock()
+	until := l.until
+	l.mu.Unlock()
 	o := c.fanout(ctx, &spec{
 		op:      OpUnlock,
 		quorum:  c.quorum,
 		timeout: l.cfg.releaseTimeout(),
-		skip:    l.acq.unlockSkip(),
 		req: func(ctx context.Context, n *node) (int64, error) {
-			return n.release(ctx, l.t, releasePrefix)
+			if !at.awaitIdle(ctx, n.index) {
+				// The acquire request is still in flight: its late
+				// handler releases the node once it returns.
+				return 0, ErrInFlight
+			}
+			v, resent, err := n.release(ctx, l.t, at.value.value, releasePrefix)
+			if err == nil && v == 0 && resent && !l.cfg.unsafeRetries && l.heldOn(n.index) && c.now().Before(until) {
+				// go-redis sent the release again after a lost reply,
+				// and the last copy found gone, from a node that held
+				// the lock while it was still valid, the key the first
+				// copy deleted.
+				v = 1
+			}
+			return max(v, 0), err
 		},
 	})
 	o.finish(nil)
@@ -154,13 +179,21 @@ func (l *Lock) release(ctx context.Context) error {
 	return qe
 }
 
+// heldOn reports whether node i is known to have taken the lock.
+func (l *Lock) heldOn(i int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[i]
+}
+
 // Extend resets the lock's TTL to the full TTL on every node that still holds
 // its token. A Lua script compares the token, and never re-creates a key that
 // is gone. Extend succeeds when a quorum of nodes extended before the current
 // validity ended; Until then becomes the start of the extension plus the TTL,
 // minus the drift.
 //
-// Extend refuses once Until has passed, or after Unlock, or when WithMaxHold's
+// Extend refuses once Until has passed, once the lock has ended (Done is
+// closed: after Unlock, or once it was lost), or when WithMaxHold's
 // cap leaves no room (the error then also matches ErrMaxHold). On failure the
 // error matches ErrNotHeld (and ctx.Err() when ctx ended the call) and Until
 // is unchanged: the nodes that did extend keep the key for a full TTL, and
@@ -168,7 +201,7 @@ func (l *Lock) release(ctx context.Context) error {
 func (l *Lock) Extend(ctx context.Context) error {
 	c, cfg := l.c, l.cfg
 	l.mu.Lock()
-	until, released := l.until, l.released
+	until, released, ended := l.until, l.released, l.err
 	l.mu.Unlock()
 	fail := func(reason string) error {
 		err := &QuorumError{Stats: Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum}, Reason: reason, sentinel: ErrNotHeld}
@@ -177,6 +210,9 @@ func (l *Lock) Extend(ctx context.Context) error {
 	}
 	if released {
 		return fail("already unlocked")
+	}
+	if ended != nil {
+		return fail("lock ended: " + ended.Error())
 	}
 	start := c.now()
 	if !start.Before(until) {
@@ -191,7 +227,7 @@ func (l *Lock) Extend(ctx context.Context) error {
 	if err := c.enter(); err != nil {
 		return err
 	}
-	defer c.wg.Done()
+	defer c.leave()
 
 	// The quorum must be reached within the remaining validity: past it,
 	// the key may have expired on some nodes and been taken by another
@@ -202,7 +238,7 @@ func (l *Lock) Extend(ctx context.Context) error {
 		quorum:  c.quorum,
 		timeout: timeout,
 		req: func(ctx context.Context, n *node) (int64, error) {
-			v, err := n.extend(ctx, l.t, ttl)
+			v, err := n.extend(ctx, l.t, l.att.value.value, ttl)
 			if cfg.guard {
 				return n.guarded(c, v, err)
 			}
@@ -226,6 +262,10 @@ func (l *Lock) settleExtend(o *outcome, st Stats, start, until time.Time, ttl ti
 	defer l.mu.Unlock()
 	l.stats = st
 	switch {
+	case l.err != nil:
+		// Unlock, or the expiry timer, ended the lock while the round was
+		// in flight: an extension cannot bring it back.
+		return &QuorumError{Stats: st, Reason: "lock ended: " + l.err.Error(), sentinel: ErrNotHeld}
 	case o.ctxErr != nil || o.yes < c.quorum:
 		return &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
 	case !o.end.Before(until):
@@ -236,7 +276,7 @@ func (l *Lock) settleExtend(o *outcome, st Stats, start, until time.Time, ttl ti
 	if next := start.Add(ttl - st.Drift); next.After(l.until) {
 		l.until = next
 	}
-	if cfg.autoExtend && l.err == nil {
+	if cfg.autoExtend {
 		c.renewer.add(l, l.nextRenewal(start))
 	}
 	return nil

@@ -38,7 +38,7 @@ func (c *Client) target(keys []string, cfg *config) (*target, error) {
 	}
 	t := &target{
 		rkeys: make([]string, len(keys)),
-		token: uuid.NewString(),
+		id:    uuid.NewString(),
 		owner: cfg.owner,
 	}
 	seen := make(map[string]int, len(keys))

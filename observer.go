@@ -1,6 +1,10 @@
 package redlock
 
-import "time"
+import (
+	"context"
+	"log/slog"
+	"time"
+)
 
 // Observer receives what happens to a Client's locks, for metrics, tracing
 // or logs. Set it with WithObserver. Its methods are called synchronously,
@@ -29,7 +33,12 @@ func (c *Client) observeAttempt(s Stats, err error) {
 	if err != nil {
 		c.log.Debug("redlock: attempt failed", "key", s.Key, "yes", s.Yes, "no", s.No, "failed", s.Failed, "err", err)
 	}
-	if c.observer != nil {
+	if c.observer == nil {
+		return
+	}
+	c.quietMu.RLock()
+	defer c.quietMu.RUnlock()
+	if !c.quiet {
 		c.observer.Attempted(s, err)
 	}
 }
@@ -38,14 +47,24 @@ func (c *Client) observeExtend(s Stats, err error) {
 	if err != nil {
 		c.log.Debug("redlock: extension failed", "key", s.Key, "err", err)
 	}
-	if c.observer != nil {
+	if c.observer == nil {
+		return
+	}
+	c.quietMu.RLock()
+	defer c.quietMu.RUnlock()
+	if !c.quiet {
 		c.observer.Extended(s, err)
 	}
 }
 
 func (c *Client) observeLost(key string, err error) {
 	c.log.Warn("redlock: lock lost", "key", key, "err", err)
-	if c.observer != nil {
+	if c.observer == nil {
+		return
+	}
+	c.quietMu.RLock()
+	defer c.quietMu.RUnlock()
+	if !c.quiet {
 		c.observer.Lost(key, err)
 	}
 }
@@ -54,9 +73,47 @@ func (c *Client) observeRelease(s Stats, err error) {
 	if err != nil {
 		c.log.Debug("redlock: release not confirmed", "key", s.Key, "err", err)
 	}
-	if c.observer != nil {
+	if c.observer == nil {
+		return
+	}
+	c.quietMu.RLock()
+	defer c.quietMu.RUnlock()
+	if !c.quiet {
 		c.observer.Released(s, err)
 	}
+}
+
+// quietHandler passes log records to the user's handler until Close has
+// returned, and drops them after: a lock's expiry timer or a straggling
+// request must not log from a Client the caller has closed.
+type quietHandler struct {
+	next slog.Handler
+	c    *Client
+}
+
+// Enabled reports whether the user's handler wants records at level l.
+func (h *quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.next.Enabled(ctx, l)
+}
+
+// Handle passes r on, unless the Client has been closed.
+func (h *quietHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.c.quietMu.RLock()
+	defer h.c.quietMu.RUnlock()
+	if h.c.quiet {
+		return nil
+	}
+	return h.next.Handle(ctx, r)
+}
+
+// WithAttrs returns a quietHandler around the user's handler with attrs.
+func (h *quietHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &quietHandler{next: h.next.WithAttrs(attrs), c: h.c}
+}
+
+// WithGroup returns a quietHandler around the user's handler with a group.
+func (h *quietHandler) WithGroup(name string) slog.Handler {
+	return &quietHandler{next: h.next.WithGroup(name), c: h.c}
 }
 
 // NodeStatus is what a Client knows of one node, for diagnostics.

@@ -40,6 +40,16 @@ type config struct {
 	// noFenceWriteBack skips the fence write-back; tests use it to show
 	// that the fence can go backwards without it.
 	noFenceWriteBack bool
+	// sharedValue makes every attempt of an acquisition write the same
+	// value, as before attempts had values of their own; the chaos
+	// suite's late-delivery control uses it to show the overlap that a
+	// late rollback then causes.
+	sharedValue bool
+	// unsafeRetries acquires with a plain SET NX, which answers no to its
+	// own retry, and counts a release that finds the key gone as a no; the
+	// lost-replies control uses it to show what go-redis's retries then
+	// leave behind.
+	unsafeRetries bool
 
 	// nodeTimeoutSet records that the user chose the node timeout, so that a
 	// per-call WithTTL does not replace it with one derived from the new TTL.
@@ -180,6 +190,18 @@ func WithObserver(o Observer) Option {
 // write-back.
 func withoutFenceWriteBack() Option {
 	return func(c *config) { c.noFenceWriteBack = true }
+}
+
+// withSharedValue is a test-only switch: every attempt of an acquisition
+// writes the same value. See config.sharedValue.
+func withSharedValue() Option {
+	return func(c *config) { c.sharedValue = true }
+}
+
+// withUnsafeRetries is a test-only switch: acquire and release as if
+// go-redis never sent a request twice. See config.unsafeRetries.
+func withUnsafeRetries() Option {
+	return func(c *config) { c.unsafeRetries = true }
 }
 
 // apply returns base changed by opts, resolved and validated.

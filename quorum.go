@@ -2,6 +2,9 @@ package redlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -235,7 +238,7 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 func (c *Client) send(ctx context.Context, r *round, n *node, start time.Time, req request) {
 	defer c.wg.Done()
 	val, err := req(ctx, n)
-	rp := reply{i: n.index, val: val, err: err, lat: c.now().Sub(start)}
+	rp := reply{i: n.index, val: val, err: nodeErr(err), lat: c.now().Sub(start)}
 	// The last request of the round to end releases the shared context;
 	// the gatherer may have returned long before.
 	if r.left.Add(-1) == 0 {
@@ -255,6 +258,24 @@ func (c *Client) send(ctx context.Context, r *round, n *node, start time.Time, r
 	if late != nil {
 		late(rp)
 	}
+}
+
+// nodeErr maps the errors that the per-node deadline causes to
+// ErrNodeTimeout. The request's context is detached from the caller's, so a
+// context error here is always that deadline, never the caller's ctx: left
+// as it is, it would match context.DeadlineExceeded, which callers read as
+// "my ctx ended". A network timeout (go-redis's ReadTimeout, or its read
+// deadline from the ctx with ContextTimeoutEnabled) is the same event.
+func nodeErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		(errors.As(err, &ne) && ne.Timeout()) {
+		return fmt.Errorf("%w (%v)", ErrNodeTimeout, err)
+	}
+	return err
 }
 
 func (o *outcome) count(rp reply) {

@@ -18,12 +18,9 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,15 +38,25 @@ type Client struct {
 	now    clock
 
 	// mu guards closed, so that no call enters once Close has begun to
-	// wait on wg.
+	// wait on calls.
 	mu     sync.RWMutex
 	closed bool
 	done   chan struct{} // closed by Close: waiting calls stop
-	// wg tracks every call in progress and every goroutine the Client
-	// starts: one per request in flight, the renewer, and the pub/sub
-	// connections. A request to a hung node may outlive the call that sent
-	// it, until go-redis gives up on its read (the client's ReadTimeout).
+	// calls tracks every call in progress. Each is bounded by its node
+	// timeouts, so Close can wait for them.
+	calls sync.WaitGroup
+	// wg tracks every goroutine the Client starts: one per request in
+	// flight, the renewer, and the pub/sub connections. A request to a hung
+	// node may outlive the call that sent it, until go-redis gives up on
+	// its read (the client's ReadTimeout, which may be infinite); Close
+	// waits for them only so long (see closeGrace).
 	wg sync.WaitGroup
+
+	// quietMu guards quiet, which Close sets as it returns: from then on
+	// the Observer and the logger hear nothing more, even from a timer or a
+	// straggling request.
+	quietMu sync.RWMutex
+	quiet   bool
 
 	renewer  *renewer  // renews auto-extended locks
 	waitlist *waitlist // wakes waiting Lock calls on release
@@ -64,8 +71,9 @@ type Client struct {
 // Client's defaults; each call may override them.
 //
 // New fails, with an error that wraps ErrInvalidOption and names the problem,
-// when no node is given, a node is nil, the same client (or server) is given
-// twice, or the options are out of range: a TTL that is not positive or too
+// when no node is given, a node is nil or a *redis.Ring (which reroutes keys
+// between its shards), the same client (or server) is given twice, or the
+// options are out of range: a TTL that is not positive or too
 // small to leave validity after drift and node timeout, a drift factor
 // outside [0, 0.5), or a bad retry delay.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
@@ -77,6 +85,11 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	for i, rc := range nodes {
 		if rc == nil || isNilPointer(rc) {
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidOption, i)
+		}
+		if _, ok := rc.(*redis.Ring); ok {
+			return nil, fmt.Errorf("%w: node %d is a *redis.Ring: a Ring sends each script to the shard of its first key only, "+
+				"and moves keys to other shards when a shard fails its health check, so the node would forget locks; "+
+				"give each Redlock node as a *redis.Client, a *redis.ClusterClient or a Sentinel failover client", ErrInvalidOption, i)
 		}
 		for j := range i {
 			if nodes[j] == rc {
@@ -96,9 +109,10 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c.cfg = cfg
-	c.log, c.observer = cfg.logger, cfg.observer
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
+	c.observer = cfg.observer
+	c.log = slog.New(slog.DiscardHandler)
+	if cfg.logger != nil {
+		c.log = slog.New(&quietHandler{next: cfg.logger.Handler(), c: c})
 	}
 	c.ttlMax.Store(int64(cfg.ttl))
 	c.renewer = newRenewer(c)
@@ -126,10 +140,17 @@ func (c *Client) Quorum() int { return c.quorum }
 
 // Close makes every later call fail with ErrClosed, stops the Lock calls
 // that are waiting between attempts, and waits until every call in progress
-// has returned and every request in flight has ended. A request to a hung
-// node ends when go-redis gives up on it (its ReadTimeout). Close does not
-// close the go-redis clients, and locks still held stay held until they
-// expire or are unlocked: Unlock fails after Close, so unlock first.
+// has returned. It then waits for the requests still in flight to end, but
+// not forever: a request to a hung node ends when go-redis gives up on it
+// (its ReadTimeout), and Close waits at most the longest ReadTimeout of the
+// nodes' go-redis clients plus a second (4s with go-redis's defaults; 1s when
+// reads have no timeout). A request that outlives that ends on its own.
+// Once Close has returned, the Observer and the logger are never called
+// again, even for a lock whose validity runs out later.
+//
+// Close does not close the go-redis clients, and locks still held stay held
+// until they expire or are unlocked: Unlock fails after Close, so unlock
+// first.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if !c.closed {
@@ -138,8 +159,50 @@ func (c *Client) Close() error {
 	}
 	c.mu.Unlock()
 	c.waitlist.shutdown()
-	c.wg.Wait()
+	c.calls.Wait()
+	waitAtMost(&c.wg, c.closeGrace())
+	c.quietMu.Lock()
+	c.quiet = true
+	c.quietMu.Unlock()
 	return nil
+}
+
+// closeGrace is how long Close waits for requests still in flight: a
+// second more than the longest go-redis ReadTimeout of the nodes.
+func (c *Client) closeGrace() time.Duration {
+	longest := time.Duration(0)
+	for _, n := range c.nodes {
+		rt := 3 * time.Second // go-redis's default, for clients we cannot ask
+		switch rc := n.client.(type) {
+		case *redis.Client:
+			rt = rc.Options().ReadTimeout
+		case *redis.ClusterClient:
+			rt = rc.Options().ReadTimeout
+		}
+		switch {
+		case rt == 0:
+			rt = 3 * time.Second
+		case rt < 0:
+			rt = 0 // no timeout: nothing to wait for
+		}
+		longest = max(longest, rt)
+	}
+	return longest + time.Second
+}
+
+// waitAtMost waits for wg, or until d has passed.
+func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 func (c *Client) isClosed() bool {
@@ -149,16 +212,19 @@ func (c *Client) isClosed() bool {
 }
 
 // enter registers a call, so that Close waits for it; the caller must call
-// c.wg.Done when it returns.
+// c.leave when it returns.
 func (c *Client) enter() error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
 		return ErrClosed
 	}
-	c.wg.Add(1)
+	c.calls.Add(1)
 	return nil
 }
+
+// leave ends a call that enter registered.
+func (c *Client) leave() { c.calls.Done() }
 
 // Lock acquires the lock on key, waiting as long as ctx allows. After a
 // failed attempt it listens for the holder's release on pub/sub, on every
@@ -217,15 +283,8 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait
 	if err := c.enter(); err != nil {
 		return nil, err
 	}
-	defer c.wg.Done()
-	a := &acquisition{
-		c:      c,
-		cfg:    cfg,
-		keys:   keys,
-		t:      t,
-		busy:   make([]int, len(c.nodes)),
-		lastNo: make([]bool, len(c.nodes)),
-	}
+	defer c.leave()
+	a := c.newAcquisition(cfg, keys, t)
 	var (
 		last *QuorumError
 		wt   *waiter // set once the first attempt failed
@@ -236,11 +295,11 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait
 			c.waitlist.leave(wt, won)
 		}
 	}()
-	for attempt := 0; ; attempt++ {
+	for {
 		if err := ctx.Err(); err != nil {
 			return nil, a.abandon(last, err)
 		}
-		l, qerr := a.attempt(ctx, attempt == 0)
+		l, qerr := a.attempt(ctx)
 		if l != nil {
 			if c.isClosed() {
 				// Close began during the attempt: the caller could not
@@ -290,303 +349,4 @@ func (c *config) retryDelay() time.Duration {
 		return c.retryMin
 	}
 	return c.retryMin + rand.N(c.retryMax-c.retryMin+1)
-}
-
-// acquisition is one call of Lock or TryLock: one token, one or more
-// attempts. It is shared by the call and the node goroutines its attempts
-// started, which may answer after their attempt was decided.
-type acquisition struct {
-	c    *Client
-	cfg  *config
-	keys []string // as given
-	t    *target
-
-	mu sync.Mutex
-	// busy counts, per node, this acquisition's requests in flight. An
-	// attempt does not send to a busy node: a late rollback of an earlier
-	// attempt could otherwise delete the key a later attempt counted as a
-	// yes. Guarded by mu.
-	busy []int
-	// lock is the lock once an attempt has won; nil before. Guarded by mu.
-	lock *Lock
-	// unlocking is set when Unlock picks its nodes. Guarded by mu.
-	unlocking bool
-	// lastNo marks the nodes that said no to the last attempt. Only the
-	// calling goroutine uses it.
-	lastNo []bool
-}
-
-// attempt runs one round of acquisition, and with fencing the write-back
-// round. It returns the lock when it won, or the error otherwise.
-func (a *acquisition) attempt(ctx context.Context, first bool) (*Lock, *QuorumError) {
-	c, cfg, t := a.c, a.cfg, a.t
-	ttl := cfg.acquireTTL()
-	// A node that said no to the last attempt held another token: none of
-	// ours can be left there, so the plain SET NX will do, as on the first
-	// attempt. Under contention that is most nodes.
-	fresh := slices.Clone(a.lastNo)
-	o := c.fanout(ctx, &spec{
-		op:      OpLock,
-		quorum:  c.quorum,
-		timeout: cfg.nodeTimeout,
-		skip:    a.reserve(func(int) bool { return true }),
-		req: func(ctx context.Context, n *node) (int64, error) {
-			plain := first || fresh[n.index]
-			if cfg.guard {
-				return n.acquireGuarded(ctx, c, t, ttl, plain, cfg)
-			}
-			return n.acquire(ctx, t, ttl, plain)
-		},
-	})
-	a.free(o)
-	for i, v := range o.votes {
-		a.lastNo[i] = v.Vote == VoteNo
-	}
-
-	st := o.stats(OpLock, strings.Join(a.keys, ","), c.quorum)
-	st.Drift = clockDrift(ttl, cfg.driftFactor)
-	st.Validity = validity(ttl, st.Elapsed, st.Drift)
-	// The lock needs both: a quorum, and time left to use it.
-	won := o.yes >= c.quorum && st.Validity > 0 && o.ctxErr == nil
-	reason := ""
-	if o.yes >= c.quorum && o.ctxErr == nil && !won {
-		reason = "no validity left"
-	}
-
-	var fence int64
-	if won && t.fence != nil {
-		// The fence is the largest counter the quorum returned. It is
-		// handed out only once a quorum has raised its counters to it, so
-		// that every later quorum, which must meet this one, counts past
-		// it.
-		for i, v := range st.Nodes {
-			if v.Vote == VoteYes {
-				fence = max(fence, o.vals[i])
-			}
-		}
-		if !cfg.noFenceWriteBack {
-			var ctxErr error
-			if won, ctxErr = a.writeFence(ctx, fence, o.start, ttl, &st); !won {
-				reason = "fence not written back to a quorum"
-				if ctxErr != nil {
-					o.ctxErr = ctxErr
-				}
-			}
-		}
-	}
-
-	if won {
-		l := &Lock{
-			c:        c,
-			acq:      a,
-			cfg:      cfg,
-			keys:     a.keys,
-			t:        t,
-			fence:    uint64(fence),
-			acquired: o.start,
-			done:     make(chan struct{}),
-			until:    o.start.Add(ttl - st.Drift),
-			held:     make([]bool, len(c.nodes)),
-			stats:    st,
-		}
-		if cfg.maxHold > 0 {
-			l.holdEnd = o.start.Add(cfg.maxHold)
-			l.capped = ttl < cfg.ttl
-		}
-		for i, v := range st.Nodes {
-			l.held[i] = v.Vote == VoteYes
-		}
-		a.mu.Lock()
-		a.lock = l
-		a.mu.Unlock()
-	}
-	drained := o.finish(a.late)
-	if won {
-		for _, rp := range drained {
-			a.late(rp) // no I/O: the lock is not released yet
-		}
-		c.observeAttempt(st, nil)
-		return a.lock, nil
-	}
-
-	// Roll back on every node that may hold our token: those that said yes
-	// and those that failed, since the SET may have landed before the error.
-	// A node that has not answered yet is still busy with this acquisition:
-	// it is rolled back by a.late when its answer comes, because a release
-	// sent now could overtake the SET. A node that said no holds another
-	// token, so there is nothing of ours to delete there.
-	a.rollback(ctx, func(i int) bool { return st.Nodes[i].Vote != VoteNo })
-	// Replies that came while the attempt was being decided are late ones:
-	// each may need a release, which must not hold up the others.
-	for _, rp := range drained {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			a.late(rp)
-		}()
-	}
-	qerr := &QuorumError{Stats: st, Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
-	c.observeAttempt(st, qerr)
-	return nil, qerr
-}
-
-// writeFence runs the fence write-back round of an attempt that reached its
-// quorum, and says whether it reached a quorum too, within the validity. It
-// updates st's elapsed time and validity to include the round.
-func (a *acquisition) writeFence(ctx context.Context, fence int64, start time.Time, ttl time.Duration, st *Stats) (bool, error) {
-	c, t := a.c, a.t
-	o := c.fanout(ctx, &spec{
-		op:      OpLock,
-		quorum:  c.quorum,
-		timeout: a.cfg.nodeTimeout,
-		skip:    a.reserve(func(int) bool { return true }),
-		req: func(ctx context.Context, n *node) (int64, error) {
-			return n.writeFence(ctx, t, fence)
-		},
-	})
-	a.free(o)
-	for _, rp := range o.finish(a.freeLate) {
-		a.freeLate(rp)
-	}
-	st.Elapsed = o.end.Sub(start)
-	st.Validity = validity(ttl, st.Elapsed, st.Drift)
-	return o.yes >= c.quorum && st.Validity > 0 && o.ctxErr == nil, o.ctxErr
-}
-
-// reserve marks busy the chosen nodes that have no request of this
-// acquisition in flight, and returns the skip function of a spec: it keeps
-// the round off the other nodes. An attempt must not send to a busy node: the
-// late rollback of an earlier attempt could delete the key that the new
-// attempt counted as a yes.
-func (a *acquisition) reserve(on func(i int) bool) func(i int) error {
-	skip := make([]error, len(a.busy))
-	a.mu.Lock()
-	for i := range a.busy {
-		switch {
-		case !on(i):
-			skip[i] = errNotAsked
-		case a.busy[i] > 0:
-			skip[i] = ErrInFlight
-		default:
-			a.busy[i]++
-		}
-	}
-	a.mu.Unlock()
-	return func(i int) error { return skip[i] }
-}
-
-// free releases the nodes whose replies the round gathered in time. The
-// others are freed by the late handler when their reply comes.
-func (a *acquisition) free(o *outcome) {
-	a.mu.Lock()
-	for i, got := range o.got {
-		if got {
-			a.busy[i]--
-		}
-	}
-	a.mu.Unlock()
-}
-
-// late handles an acquire reply that came after its attempt was decided.
-//
-// If the acquisition won and is not being unlocked, the node is freed at
-// once, under the same lock Unlock uses to pick its nodes, and a yes is
-// remembered for diagnostics: Unlock will reach this node after its reply.
-// If Unlock has begun, it skipped this node because it was busy, so the
-// release falls to this handler, after the SET it undoes: each node gets
-// exactly one release. If the acquisition did not win, a yes, or an error
-// that may hide one, is rolled back: the node may have set the key after the
-// attempt gave up.
-func (a *acquisition) late(rp reply) {
-	a.mu.Lock()
-	l, unlocking := a.lock, a.unlocking
-	if l != nil && !unlocking {
-		a.busy[rp.i]--
-		a.mu.Unlock()
-		if rp.yes() {
-			l.markHeld(rp.i)
-		}
-		return
-	}
-	a.mu.Unlock()
-	switch {
-	case l != nil:
-		a.releaseOn(rp.i, releasePrefix)
-	case rp.yes() || rp.err != nil:
-		a.releaseOn(rp.i, "")
-	}
-	a.freeLate(rp)
-}
-
-// unlockSkip marks the acquisition as being unlocked and returns the skip
-// function of the release round: it leaves out the nodes that still have a
-// request of this acquisition in flight, whose late handler releases them
-// instead, after their request.
-func (a *acquisition) unlockSkip() func(i int) error {
-	skip := make([]error, len(a.busy))
-	a.mu.Lock()
-	a.unlocking = true
-	for i, b := range a.busy {
-		if b > 0 {
-			skip[i] = ErrInFlight
-		}
-	}
-	a.mu.Unlock()
-	return func(i int) error { return skip[i] }
-}
-
-// freeLate frees the node of a reply that came after its round.
-func (a *acquisition) freeLate(rp reply) {
-	a.mu.Lock()
-	a.busy[rp.i]--
-	a.mu.Unlock()
-}
-
-// releaseOn releases our token on one node, announcing it on channels with
-// the given prefix unless it is empty, from a goroutine that already belongs
-// to the Client, on a context detached from any caller and bounded by the
-// node timeout.
-func (a *acquisition) releaseOn(i int, channelPrefix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.nodeTimeout)
-	defer cancel()
-	_, _ = a.c.nodes[i].release(ctx, a.t, channelPrefix)
-}
-
-// rollback tells the chosen nodes to release our token and waits, bounded by
-// the node timeout, until they answered. It uses a context detached from the
-// caller's cancellation, so that a cancelled caller still cleans up.
-func (a *acquisition) rollback(ctx context.Context, on func(i int) bool) {
-	o := a.c.fanout(context.WithoutCancel(ctx), &spec{
-		op:      opRollback,
-		timeout: a.cfg.nodeTimeout,
-		waitAll: true,
-		skip:    a.reserve(on),
-		req: func(ctx context.Context, n *node) (int64, error) {
-			return n.release(ctx, a.t, "")
-		},
-	})
-	a.free(o)
-	// A rollback that answers late only has to free its node.
-	for _, rp := range o.finish(a.freeLate) {
-		a.freeLate(rp)
-	}
-}
-
-// abandon ends an acquisition that will not win: it returns the error, with
-// the ctx error when there is one.
-func (a *acquisition) abandon(last *QuorumError, ctxErr error) error {
-	if last == nil {
-		reason := "ended before any attempt"
-		if errors.Is(ctxErr, ErrClosed) {
-			reason = ""
-		}
-		return &QuorumError{
-			Stats:    Stats{Op: OpLock, Key: strings.Join(a.keys, ","), Quorum: a.c.quorum},
-			Reason:   reason,
-			sentinel: ErrNotAcquired,
-			ctxErr:   ctxErr,
-		}
-	}
-	last.ctxErr = ctxErr
-	return last
 }

@@ -442,6 +442,18 @@ func TestRollbackReachesNodesThatErrored(t *testing.T) {
 
 var errReplyDropped = errors.New("reply dropped")
 
+// setTook reports whether a SET command took the key: SET NX answers true,
+// SET NX GET answers nil.
+func setTook(cmd redis.Cmder, err error) bool {
+	switch v := cmd.(type) {
+	case *redis.BoolCmd:
+		return err == nil && v.Val()
+	case *redis.Cmd:
+		return errors.Is(err, redis.Nil)
+	}
+	return false
+}
+
 // dropReply lets SET through to the server but reports an error, as a
 // connection reset after the write would.
 type dropReply struct{}
@@ -453,11 +465,9 @@ func (dropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 func (dropReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if cmd.Name() == "set" && err == nil {
-			if v, ok := cmd.(*redis.BoolCmd); ok && v.Val() {
-				cmd.SetErr(errReplyDropped)
-				return errReplyDropped
-			}
+		if cmd.Name() == "set" && setTook(cmd, err) {
+			cmd.SetErr(errReplyDropped)
+			return errReplyDropped
 		}
 		return err
 	}
@@ -543,20 +553,30 @@ func TestLockStopsWhenCtxEnds(t *testing.T) {
 	}, 5*time.Second, time.Millisecond)
 }
 
-func TestRetryCountsOwnLeftoverAsYes(t *testing.T) {
+func TestLaterAttemptTakesOverEarlierLeftovers(t *testing.T) {
 	ms, cs := minis(t, 5)
 	c := newClient(t, cs)
-	tg := &target{rkeys: []string{"leftover"}, token: "our-token"}
-	a := &acquisition{c: c, cfg: &c.cfg, keys: []string{"leftover"}, t: tg, busy: make([]int, 5), lastNo: make([]bool, 5)}
-	// A failed rollback left our token on two nodes.
-	require.NoError(t, ms[0].Set("leftover", "our-token"))
-	require.NoError(t, ms[1].Set("leftover", "our-token"))
-	l, qerr := a.attempt(t.Context(), false)
+	tg := &target{rkeys: []string{"leftover"}, id: "acq"}
+	a := c.newAcquisition(&c.cfg, []string{"leftover"}, tg)
+	a.made = 2 // the next attempt is attempt 2, which writes "acq.2"
+	// Rollbacks of attempts 0 and 1 have not landed on nodes 0 and 1; a
+	// late write of attempt 5 (of a future that cannot be, but shows the
+	// rule) holds node 2: a later attempt's value is never taken over.
+	require.NoError(t, ms[0].Set("leftover", "acq"))
+	require.NoError(t, ms[1].Set("leftover", "acq.1"))
+	require.NoError(t, ms[2].Set("leftover", "acq.5"))
+	l, qerr := a.attempt(t.Context())
 	require.Nil(t, qerr)
-	require.Equal(t, 5, l.Stats().Yes+countPending(l.Stats()))
+	require.Equal(t, "acq.2", l.Token())
+	st := l.Stats()
+	require.Equal(t, VoteNo, st.Nodes[2].Vote, "got %v on the node that holds a later attempt's value, want no", st.Nodes[2].Vote)
+	eventually(t, []*miniredis.Miniredis{ms[0], ms[1], ms[3], ms[4]}, "leftover", "acq.2")
 	require.Eventually(t, func() bool { return ms[0].TTL("leftover") == DefaultTTL }, 5*time.Second, time.Millisecond,
 		"the leftover's TTL is refreshed")
+	got, _ := ms[2].Get("leftover")
+	require.Equal(t, "acq.5", got)
 	require.NoError(t, l.Unlock(t.Context()))
+	eventually(t, []*miniredis.Miniredis{ms[0], ms[1], ms[3], ms[4]}, "leftover", "")
 }
 
 func countPending(s Stats) int {

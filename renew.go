@@ -261,37 +261,44 @@ func minTimeout(locks []*Lock) time.Duration {
 // and otherwise a fast retry while validity lasts.
 func (l *Lock) settleRenewal(start, end time.Time, ttl time.Duration, yes, no int) {
 	c := l.c
+	drift := clockDrift(ttl, l.cfg.driftFactor)
+	st := Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum, Yes: yes, No: no,
+		Elapsed: end.Sub(start), Drift: drift, Validity: validity(ttl, end.Sub(start), drift)}
+	// The lock is re-queued under l.mu, where end sets l.err before it
+	// removes the lock from the queue: a lock that Unlock or the expiry
+	// timer ended is never queued again.
 	l.mu.Lock()
 	if l.err != nil {
 		l.mu.Unlock()
 		return
 	}
-	drift := clockDrift(ttl, l.cfg.driftFactor)
-	st := Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum, Yes: yes, No: no,
-		Elapsed: end.Sub(start), Drift: drift, Validity: validity(ttl, end.Sub(start), drift)}
 	won := yes >= c.quorum && end.Before(l.until) && st.Validity > 0
-	if won {
+	lostIt := !won && no >= c.quorum
+	switch {
+	case won:
 		if next := start.Add(ttl - drift); next.After(l.until) {
 			l.until = next
 		}
-		l.mu.Unlock()
 		c.renewer.add(l, l.nextRenewal(start))
+	case !lostIt:
+		// Retry soon; the expiry timer ends the lock if validity runs out
+		// first.
+		retry := min(l.cfg.ttl/20, 100*time.Millisecond)
+		c.renewer.add(l, c.now().Add(max(retry, time.Millisecond)))
+	}
+	l.mu.Unlock()
+	if won {
 		c.observeExtend(st, nil)
 		return
 	}
-	l.mu.Unlock()
 	c.observeExtend(st, &QuorumError{Stats: st, Reason: "renewal failed", sentinel: ErrNotHeld})
-	if no >= c.quorum {
+	if lostIt {
 		l.end(fmt.Errorf("%w: %w", ErrLockLost, &QuorumError{
 			Stats:    st,
 			Reason:   "a quorum of nodes no longer holds the token",
 			sentinel: ErrNotHeld,
 		}))
-		return
 	}
-	// Retry soon; the expiry timer ends the lock if validity runs out first.
-	retry := min(l.cfg.ttl/20, 100*time.Millisecond)
-	c.renewer.add(l, c.now().Add(max(retry, time.Millisecond)))
 }
 
 // extendBatch runs extend.lua for every lock of a batch in one pipeline, and
@@ -302,7 +309,7 @@ func (n *node) extendBatch(ctx context.Context, locks []*Lock, ttls []time.Durat
 		pipe := n.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(locks))
 		for i, l := range locks {
-			keys, args := l.t.rkeys, []any{l.t.token, l.t.owner, ttls[i].Milliseconds()}
+			keys, args := l.t.rkeys, []any{l.att.value.value, l.t.owner, ttls[i].Milliseconds()}
 			if eval {
 				cmds[i] = extendScript.Eval(ctx, pipe, keys, args...)
 			} else {

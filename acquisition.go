@@ -1,0 +1,526 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// This file is the acquisition state machine: the attempts of one Lock or
+// TryLock call, their values, their rollback, the replies that come after
+// an attempt was decided, and the nodes that are still busy.
+//
+// The safety rule it keeps: a release or rollback deletes only the exact
+// value it was sent for, and no message delivered late can delete a key that
+// a later round counted. go-redis gives up on a request at its ReadTimeout
+// (or at the ctx deadline with ContextTimeoutEnabled), but the request may
+// still reach the node later, and go-redis may send a write again when its
+// reply was lost. So each attempt writes a value of its own: the
+// acquisition's random id for the first attempt, and id.n for attempt n. A
+// late rollback of attempt j can then only delete id.j, never the id.k that
+// attempt k > j counted. So that leftovers of earlier attempts (a rollback
+// that did not land yet) do not block the later ones, attempt k takes over a
+// key that holds id.j with j < k; never the reverse, so that a late write of
+// attempt j cannot replace the value attempt k counted.
+
+// acquisition is one call of Lock or TryLock: one id, one or more attempts.
+// It is shared by the call and the node goroutines its attempts started,
+// which may answer after their attempt was decided.
+type acquisition struct {
+	c    *Client
+	cfg  *config
+	keys []string // as given
+	t    *target
+	// made counts the attempts so far. Only the calling goroutine uses it.
+	made int
+
+	mu sync.Mutex
+	// busy counts, per node, this acquisition's requests in flight, of
+	// every attempt. An attempt does not send to a busy node. Safety does
+	// not need this, since every attempt has its own value; it bounds what
+	// a hung node holds: one request per waiting Lock call, not one per
+	// attempt until go-redis gives up. Guarded by mu.
+	busy []int
+}
+
+// newAcquisition starts an acquisition of the target.
+func (c *Client) newAcquisition(cfg *config, keys []string, t *target) *acquisition {
+	return &acquisition{c: c, cfg: cfg, keys: keys, t: t, busy: make([]int, len(c.nodes))}
+}
+
+// attemptState is where an attempt stands.
+type attemptState uint8
+
+const (
+	deciding attemptState = iota // its rounds are being gathered
+	won                          // it is the lock
+	lost                         // it failed and is rolled back
+)
+
+// attempt is one attempt of an acquisition: its acquire round, and with
+// fencing its write-back round. Its fields after value are guarded by the
+// acquisition's mu.
+type attempt struct {
+	a     *acquisition
+	value token
+
+	state attemptState
+	lock  *Lock // once won
+	// unlocking is set when Unlock (or a release at Close) begins.
+	unlocking bool
+	// inflight counts, per node, this attempt's acquire and write-back
+	// requests that have not returned. The attempt's own release waits for
+	// them, so that it never overtakes the write it undoes.
+	inflight []int
+	// mayHold marks the nodes that may hold the value: a request was sent
+	// and did not come back with a plain no.
+	mayHold []bool
+	// deferred marks the nodes whose release was left to the late handler:
+	// a request was still in flight when the release was due.
+	deferred []bool
+	// released marks the nodes a release of the value was sent to (or is
+	// about to be): each node gets at most one.
+	released []bool
+	// idle is closed, and replaced, whenever a request of the attempt
+	// returns, to wake an Unlock that waits for the node.
+	idle chan struct{}
+}
+
+// token is what one attempt writes on the nodes.
+type token struct {
+	value string // the plain string stored: id for attempt 0, else id.n
+	id    string // the acquisition's random id
+	n     int    // the attempt's number
+}
+
+// attemptToken names attempt n of the acquisition id.
+func attemptToken(id string, n int) token {
+	if n == 0 {
+		return token{value: id, id: id}
+	}
+	return token{value: id + "." + strconv.Itoa(n), id: id, n: n}
+}
+
+// earlier reports whether v is the value of an earlier attempt of the same
+// acquisition: a leftover that this attempt may take over.
+func (tk token) earlier(v string) bool {
+	if v == tk.id {
+		return tk.n > 0
+	}
+	rest, ok := strings.CutPrefix(v, tk.id+".")
+	if !ok {
+		return false
+	}
+	n, err := strconv.Atoi(rest)
+	return err == nil && n < tk.n
+}
+
+func (a *acquisition) newAttempt() *attempt {
+	n := len(a.c.nodes)
+	flags := make([]bool, 3*n)
+	tk := attemptToken(a.t.id, a.made)
+	if a.cfg.sharedValue {
+		tk = attemptToken(a.t.id, 0)
+	}
+	a.made++
+	return &attempt{
+		a:        a,
+		value:    tk,
+		inflight: make([]int, n),
+		mayHold:  flags[:n],
+		deferred: flags[n : 2*n],
+		released: flags[2*n:],
+		idle:     make(chan struct{}),
+	}
+}
+
+// attempt runs one attempt: the acquire round, and with fencing the
+// write-back round. It returns the lock when it won, or the error otherwise.
+func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
+	c, cfg, t := a.c, a.cfg, a.t
+	at := a.newAttempt()
+	ttl := cfg.acquireTTL()
+	o := c.fanout(ctx, &spec{
+		op:      OpLock,
+		quorum:  c.quorum,
+		timeout: cfg.nodeTimeout,
+		skip:    at.reserve(func(int) bool { return true }),
+		req: func(ctx context.Context, n *node) (int64, error) {
+			return n.acquire(ctx, c, t, at.value, ttl, cfg)
+		},
+	})
+	at.gathered(o)
+
+	st := o.stats(OpLock, strings.Join(a.keys, ","), c.quorum)
+	st.Drift = clockDrift(ttl, cfg.driftFactor)
+	st.Validity = validity(ttl, st.Elapsed, st.Drift)
+	// The lock needs both: a quorum, and time left to use it.
+	ok := o.yes >= c.quorum && st.Validity > 0 && o.ctxErr == nil
+	reason := ""
+	if o.yes >= c.quorum && o.ctxErr == nil && !ok {
+		reason = "no validity left"
+	}
+	// From here on, a reply of the acquire round goes to the late handler;
+	// the ones that came in between are handled once the attempt is
+	// decided.
+	drained := o.finish(at.late)
+
+	var fence int64
+	if ok && t.fence != nil {
+		// The fence is the largest counter the quorum returned. It is
+		// handed out only once a quorum has raised its counters to it, so
+		// that every later quorum, which must meet this one, counts past
+		// it.
+		for i, v := range st.Nodes {
+			if v.Vote == VoteYes {
+				fence = max(fence, o.vals[i])
+			}
+		}
+		if !cfg.noFenceWriteBack {
+			var ctxErr error
+			if ok, ctxErr = at.writeFence(ctx, fence, o.start, ttl, &st); !ok {
+				reason = "fence not written back to a quorum"
+				if ctxErr != nil {
+					o.ctxErr = ctxErr
+				}
+			}
+		}
+	}
+
+	if ok {
+		l := &Lock{
+			c:        c,
+			att:      at,
+			cfg:      cfg,
+			keys:     a.keys,
+			t:        t,
+			fence:    uint64(fence),
+			acquired: o.start,
+			done:     make(chan struct{}),
+			until:    o.start.Add(ttl - st.Drift),
+			held:     make([]bool, len(c.nodes)),
+			stats:    st,
+		}
+		if cfg.maxHold > 0 {
+			l.holdEnd = o.start.Add(cfg.maxHold)
+			l.capped = ttl < cfg.ttl
+		}
+		for i, v := range st.Nodes {
+			l.held[i] = v.Vote == VoteYes
+		}
+		a.mu.Lock()
+		at.state, at.lock = won, l
+		a.mu.Unlock()
+		for _, rp := range drained {
+			at.late(rp) // no I/O: the lock is not being released yet
+		}
+		c.observeAttempt(st, nil)
+		return l, nil
+	}
+
+	a.mu.Lock()
+	at.state = lost
+	a.mu.Unlock()
+	for _, rp := range drained {
+		at.late(rp) // counts the reply; the rollback below releases
+	}
+	at.rollback(ctx)
+	qerr := &QuorumError{Stats: st, Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
+	c.observeAttempt(st, qerr)
+	return nil, qerr
+}
+
+// writeFence runs the fence write-back round of an attempt that reached its
+// quorum, and says whether it reached a quorum too, within the validity. It
+// updates st's elapsed time and validity to include the round. Its late
+// replies go to the attempt's late handler, as the acquire round's do.
+func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time, ttl time.Duration, st *Stats) (bool, error) {
+	a := at.a
+	c, t := a.c, a.t
+	// Only the nodes that may hold our value: elsewhere the script would
+	// find nothing to raise.
+	a.mu.Lock()
+	on := make([]bool, len(c.nodes))
+	for i := range on {
+		on[i] = at.mayHold[i] && at.inflight[i] == 0
+	}
+	a.mu.Unlock()
+	o := c.fanout(ctx, &spec{
+		op:      OpLock,
+		quorum:  c.quorum,
+		timeout: a.cfg.nodeTimeout,
+		skip:    at.reserve(func(i int) bool { return on[i] }),
+		req: func(ctx context.Context, n *node) (int64, error) {
+			return n.writeFence(ctx, t, at.value.value, fence)
+		},
+	})
+	at.gathered(o)
+	for _, rp := range o.finish(at.late) {
+		at.late(rp)
+	}
+	st.Elapsed = o.end.Sub(start)
+	st.Validity = validity(ttl, st.Elapsed, st.Drift)
+	return o.yes >= c.quorum && st.Validity > 0 && o.ctxErr == nil, o.ctxErr
+}
+
+// reserve marks busy the chosen nodes that have no request of this
+// acquisition in flight, and returns the skip function of a spec: it keeps
+// the round off the other nodes.
+func (at *attempt) reserve(on func(i int) bool) func(i int) error {
+	a := at.a
+	skip := make([]error, len(a.busy))
+	a.mu.Lock()
+	for i := range a.busy {
+		switch {
+		case !on(i):
+			skip[i] = errNotAsked
+		case a.busy[i] > 0:
+			skip[i] = ErrInFlight
+		default:
+			a.busy[i]++
+			at.inflight[i]++
+			at.mayHold[i] = true
+		}
+	}
+	a.mu.Unlock()
+	return func(i int) error { return skip[i] }
+}
+
+// gathered frees the nodes whose replies a round of the attempt gathered in
+// time, and notes the ones that said a plain no. The others are freed by the
+// late handler when their reply comes.
+func (at *attempt) gathered(o *outcome) {
+	a := at.a
+	a.mu.Lock()
+	for i, got := range o.got {
+		if !got {
+			continue
+		}
+		a.busy[i]--
+		at.inflight[i]--
+		if o.votes[i].Vote == VoteNo {
+			at.mayHold[i] = false
+		}
+	}
+	at.wakeLocked()
+	a.mu.Unlock()
+}
+
+// wakeLocked wakes whoever waits for a node of the attempt to go idle.
+// a.mu must be held.
+func (at *attempt) wakeLocked() {
+	close(at.idle)
+	at.idle = make(chan struct{})
+}
+
+// late handles a reply of the attempt's acquire or write-back round that
+// came after the round was gathered.
+//
+// While the attempt is being decided or has won, it only counts the reply,
+// and remembers a yes of a won attempt for diagnostics. Once the node has
+// no request of the attempt left in flight, a release that was waiting for
+// it goes out: the rollback of a lost attempt, or the release of an Unlock
+// that did not wait that long. A late yes, or an error that may hide one,
+// is thus never left behind, and a release is never sent ahead of the write
+// it undoes.
+func (at *attempt) late(rp reply) {
+	a := at.a
+	i := rp.i
+	a.mu.Lock()
+	a.busy[i]--
+	at.inflight[i]--
+	at.wakeLocked()
+	if rp.err == nil && rp.val == 0 {
+		at.mayHold[i] = false
+	} else {
+		at.mayHold[i] = true
+	}
+	l := at.lock
+	markHeld := at.state == won && !at.unlocking && rp.yes()
+	prefix, release := at.claimLocked(i)
+	a.mu.Unlock()
+	if markHeld {
+		l.markHeld(i)
+	}
+	if release {
+		at.releaseOn(i, prefix)
+	}
+}
+
+// claimLocked decides whether the late handler must release the attempt's
+// value on node i now, and claims the node if so. a.mu must be held.
+func (at *attempt) claimLocked(i int) (prefix string, release bool) {
+	if at.inflight[i] > 0 || !at.deferred[i] || at.released[i] {
+		return "", false
+	}
+	switch {
+	case at.state == won && at.unlocking:
+		prefix = releasePrefix
+	case at.state == lost && at.mayHold[i]:
+	default:
+		return "", false
+	}
+	at.released[i] = true
+	at.a.busy[i]++
+	return prefix, true
+}
+
+// releaseOn releases the attempt's value on one node, announcing it on
+// channels with the given prefix unless it is empty, from a goroutine that
+// already belongs to the Client, on a context detached from any caller and
+// bounded by the node timeout.
+func (at *attempt) releaseOn(i int, channelPrefix string) {
+	a := at.a
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.nodeTimeout)
+	defer cancel()
+	_, _, _ = a.c.nodes[i].release(ctx, a.t, at.value.value, channelPrefix)
+	a.mu.Lock()
+	a.busy[i]--
+	a.mu.Unlock()
+}
+
+// rollback tells every node that may hold the value of a lost attempt to
+// release it, and waits, bounded by the node timeout, until they answered:
+// the nodes that said yes, and those that failed, since the write may have
+// landed before the error. A node that said no holds another value, so
+// nothing of ours is there. A node with a request of the attempt still in
+// flight is left to the late handler, which releases it once the request
+// returns: a release sent now could overtake it. The round uses a context
+// detached from the caller's cancellation, so that a cancelled caller still
+// cleans up.
+func (at *attempt) rollback(ctx context.Context) {
+	a := at.a
+	on := make([]bool, len(a.busy))
+	a.mu.Lock()
+	for i := range on {
+		switch {
+		case !at.mayHold[i] || at.released[i]:
+		case at.inflight[i] > 0:
+			at.deferred[i] = true
+		default:
+			on[i] = true
+			at.released[i] = true
+		}
+	}
+	a.mu.Unlock()
+	o := a.c.fanout(context.WithoutCancel(ctx), &spec{
+		op:      opRollback,
+		timeout: a.cfg.nodeTimeout,
+		waitAll: true,
+		skip:    a.reserveRelease(on),
+		req: func(ctx context.Context, n *node) (int64, error) {
+			v, _, err := n.release(ctx, a.t, at.value.value, "")
+			return v, err
+		},
+	})
+	a.freeRound(o)
+	// A rollback that answers late only has to free its node.
+	for _, rp := range o.finish(a.freeLate) {
+		a.freeLate(rp)
+	}
+}
+
+// reserveRelease marks busy the chosen nodes for a release round, and
+// returns the skip function of its spec. A release goes out even to a node
+// busy with another attempt: it deletes only its own value.
+func (a *acquisition) reserveRelease(on []bool) func(i int) error {
+	a.mu.Lock()
+	for i, ok := range on {
+		if ok {
+			a.busy[i]++
+		}
+	}
+	a.mu.Unlock()
+	return func(i int) error {
+		if !on[i] {
+			return errNotAsked
+		}
+		return nil
+	}
+}
+
+// freeRound frees the nodes of a release round whose replies were gathered
+// in time.
+func (a *acquisition) freeRound(o *outcome) {
+	a.mu.Lock()
+	for i, got := range o.got {
+		if got {
+			a.busy[i]--
+		}
+	}
+	a.mu.Unlock()
+}
+
+// freeLate frees the node of a release reply that came after its round.
+func (a *acquisition) freeLate(rp reply) {
+	a.mu.Lock()
+	a.busy[rp.i]--
+	a.mu.Unlock()
+}
+
+// beginUnlock marks the won attempt as being unlocked: from now on, a node
+// whose requests all returned is released by whoever finds it so first, the
+// Unlock round or the late handler.
+func (at *attempt) beginUnlock() {
+	at.a.mu.Lock()
+	at.unlocking = true
+	at.a.mu.Unlock()
+}
+
+// awaitIdle waits until node i has no acquire or write-back request of the
+// attempt in flight, and claims the node's release for the caller. When ctx
+// ends first, it leaves the release to the late handler, which sends it
+// once the request returns, and reports false.
+func (at *attempt) awaitIdle(ctx context.Context, i int) bool {
+	a := at.a
+	for {
+		a.mu.Lock()
+		if at.released[i] {
+			a.mu.Unlock()
+			return false
+		}
+		if at.inflight[i] == 0 {
+			at.released[i] = true
+			a.mu.Unlock()
+			return true
+		}
+		idle := at.idle
+		a.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			a.mu.Lock()
+			if at.inflight[i] == 0 && !at.released[i] {
+				// It went idle as ctx ended: still ours to send.
+				at.released[i] = true
+				a.mu.Unlock()
+				return true
+			}
+			at.deferred[i] = true
+			a.mu.Unlock()
+			return false
+		}
+	}
+}
+
+// abandon ends an acquisition that will not win: it returns the error, with
+// the ctx error when there is one.
+func (a *acquisition) abandon(last *QuorumError, ctxErr error) error {
+	if last == nil {
+		reason := "ended before any attempt"
+		if errors.Is(ctxErr, ErrClosed) {
+			reason = ""
+		}
+		return &QuorumError{
+			Stats:    Stats{Op: OpLock, Key: strings.Join(a.keys, ","), Quorum: a.c.quorum},
+			Reason:   reason,
+			sentinel: ErrNotAcquired,
+			ctxErr:   ctxErr,
+		}
+	}
+	last.ctxErr = ctxErr
+	return last
+}
