@@ -85,8 +85,13 @@ type attempt struct {
 	// about to be): each node gets at most one.
 	released []bool
 	// idle is closed, and replaced, whenever a request of the attempt
-	// returns, to wake an Unlock that waits for the node.
+	// returns, to wake an Unlock or a write-back that waits for the node.
 	idle chan struct{}
+	// answered marks the nodes whose acquire reply has come, and acquired
+	// those among them that said yes: the write-back to a node waits for
+	// its acquire reply.
+	answered []bool
+	acquired []bool
 }
 
 // token is what one attempt writes on the nodes.
@@ -120,7 +125,7 @@ func (tk token) earlier(v string) bool {
 
 func (a *acquisition) newAttempt() *attempt {
 	n := len(a.c.nodes)
-	flags := make([]bool, 3*n)
+	flags := make([]bool, 5*n)
 	tk := attemptToken(a.t.id, a.made)
 	if a.cfg.sharedValue {
 		tk = attemptToken(a.t.id, 0)
@@ -132,7 +137,9 @@ func (a *acquisition) newAttempt() *attempt {
 		inflight: make([]int, n),
 		mayHold:  flags[:n],
 		deferred: flags[n : 2*n],
-		released: flags[2*n:],
+		released: flags[2*n : 3*n],
+		answered: flags[3*n : 4*n],
+		acquired: flags[4*n:],
 		idle:     make(chan struct{}),
 	}
 }
@@ -152,7 +159,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 			return n.acquire(ctx, c, t, at.value, ttl, cfg)
 		},
 	})
-	at.gathered(o)
+	at.gathered(o, true)
 
 	st := o.stats(OpLock, strings.Join(a.keys, ","), c.quorum)
 	st.Drift = clockDrift(ttl, cfg.driftFactor)
@@ -166,7 +173,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	// From here on, a reply of the acquire round goes to the late handler;
 	// the ones that came in between are handled once the attempt is
 	// decided.
-	drained := o.finish(at.late)
+	drained := o.finish(at.lateAcquire)
 
 	var fence int64
 	if ok && t.fence != nil {
@@ -215,7 +222,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		at.state, at.lock = won, l
 		a.mu.Unlock()
 		for _, rp := range drained {
-			at.late(rp) // no I/O: the lock is not being released yet
+			at.lateAcquire(rp) // no I/O: the lock is not being released yet
 		}
 		c.observeAttempt(st, nil)
 		return l, nil
@@ -225,7 +232,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	at.state = lost
 	a.mu.Unlock()
 	for _, rp := range drained {
-		at.late(rp) // counts the reply; the rollback below releases
+		at.lateAcquire(rp) // counts the reply; the rollback below releases
 	}
 	at.rollback(ctx)
 	qerr := &QuorumError{Stats: st, Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
@@ -235,35 +242,66 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 
 // writeFence runs the fence write-back round of an attempt that reached its
 // quorum, and says whether it reached a quorum too, within the validity. It
-// updates st's elapsed time and validity to include the round. Its late
-// replies go to the attempt's late handler, as the acquire round's do.
+// updates st's elapsed time and validity to include the round. It goes to
+// every node that may hold our value, including those whose acquire reply
+// has not come yet: each of those waits for its reply, so that a quorum of
+// fast nodes is not held up by a slow one, and a slow yes still counts. Its
+// late replies go to the attempt's late handler, as the acquire round's do.
 func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time, ttl time.Duration, st *Stats) (bool, error) {
 	a := at.a
 	c, t := a.c, a.t
-	// Only the nodes that may hold our value: elsewhere the script would
-	// find nothing to raise.
+	skip := make([]error, len(c.nodes))
 	a.mu.Lock()
-	on := make([]bool, len(c.nodes))
-	for i := range on {
-		on[i] = at.mayHold[i] && at.inflight[i] == 0
+	for i := range skip {
+		if !at.mayHold[i] {
+			// Not asked, or it said no: nothing of ours to raise there.
+			skip[i] = errNotAsked
+			continue
+		}
+		// Only this attempt's acquire can keep the node busy: the attempt
+		// did not send to a node busy with an earlier one.
+		a.busy[i]++
+		at.inflight[i]++
 	}
 	a.mu.Unlock()
 	o := c.fanout(ctx, &spec{
 		op:      OpLock,
 		quorum:  c.quorum,
 		timeout: a.cfg.nodeTimeout,
-		skip:    at.reserve(func(i int) bool { return on[i] }),
+		skip:    func(i int) error { return skip[i] },
 		req: func(ctx context.Context, n *node) (int64, error) {
+			if !at.awaitAcquired(ctx, n.index) {
+				return 0, ctx.Err()
+			}
 			return n.writeFence(ctx, t, at.value.value, fence)
 		},
 	})
-	at.gathered(o)
+	at.gathered(o, false)
 	for _, rp := range o.finish(at.late) {
 		at.late(rp)
 	}
 	st.Elapsed = o.end.Sub(start)
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 	return o.yes >= c.quorum && st.Validity > 0 && o.ctxErr == nil, o.ctxErr
+}
+
+// awaitAcquired waits for node i's acquire reply, and reports whether it
+// was a yes. It reports false when ctx ends first.
+func (at *attempt) awaitAcquired(ctx context.Context, i int) bool {
+	a := at.a
+	for {
+		a.mu.Lock()
+		answered, yes, idle := at.answered[i], at.acquired[i], at.idle
+		a.mu.Unlock()
+		if answered {
+			return yes
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // reserve marks busy the chosen nodes that have no request of this
@@ -290,9 +328,10 @@ func (at *attempt) reserve(on func(i int) bool) func(i int) error {
 }
 
 // gathered frees the nodes whose replies a round of the attempt gathered in
-// time, and notes the ones that said a plain no. The others are freed by the
-// late handler when their reply comes.
-func (at *attempt) gathered(o *outcome) {
+// time, and notes the ones that said a plain no; acquire is set for the
+// acquire round. The others are freed by the late handler when their reply
+// comes.
+func (at *attempt) gathered(o *outcome, acquire bool) {
 	a := at.a
 	a.mu.Lock()
 	for i, got := range o.got {
@@ -303,6 +342,9 @@ func (at *attempt) gathered(o *outcome) {
 		at.inflight[i]--
 		if o.votes[i].Vote == VoteNo {
 			at.mayHold[i] = false
+		}
+		if acquire {
+			at.answered[i], at.acquired[i] = true, o.votes[i].Vote == VoteYes
 		}
 	}
 	at.wakeLocked()
@@ -326,12 +368,20 @@ func (at *attempt) wakeLocked() {
 // that did not wait that long. A late yes, or an error that may hide one,
 // is thus never left behind, and a release is never sent ahead of the write
 // it undoes.
-func (at *attempt) late(rp reply) {
+func (at *attempt) late(rp reply) { at.handleLate(rp, false) }
+
+// lateAcquire is late for the acquire round's replies.
+func (at *attempt) lateAcquire(rp reply) { at.handleLate(rp, true) }
+
+func (at *attempt) handleLate(rp reply, acquire bool) {
 	a := at.a
 	i := rp.i
 	a.mu.Lock()
 	a.busy[i]--
 	at.inflight[i]--
+	if acquire {
+		at.answered[i], at.acquired[i] = true, rp.yes()
+	}
 	at.wakeLocked()
 	if rp.err == nil && rp.val == 0 {
 		at.mayHold[i] = false

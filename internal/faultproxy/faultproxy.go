@@ -90,6 +90,7 @@ type Proxy struct {
 	lateMin  time.Duration      // guarded by mu
 	lateMax  time.Duration      // guarded by mu
 	loseProb float64            // guarded by mu
+	loseNext int                // guarded by mu; replies to lose whatever loseProb says
 	stats    Stats              // guarded by mu
 	rng      *rand.Rand         // guarded by mu
 	links    map[*link]struct{} // guarded by mu
@@ -224,6 +225,15 @@ func (p *Proxy) SetLoseReplies(prob float64) {
 	p.mu.Unlock()
 }
 
+// LoseNext loses the next n reply chunks, as SetLoseReplies does, whatever
+// its probability: a deterministic lost reply for tests that need exactly
+// one.
+func (p *Proxy) LoseNext(n int) {
+	p.mu.Lock()
+	p.loseNext = n
+	p.mu.Unlock()
+}
+
 // Stats returns how many faults the proxy has injected so far.
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
@@ -275,6 +285,11 @@ func (p *Proxy) delay() time.Duration {
 func (p *Proxy) loseReply() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.loseNext > 0 {
+		p.loseNext--
+		p.stats.LostReplies++
+		return true
+	}
 	if p.loseProb > 0 && p.rng.Float64() < p.loseProb {
 		p.stats.LostReplies++
 		return true

@@ -1,0 +1,463 @@
+package redlock
+
+// Tests of the safety defects found by review: each one reproduces its
+// defect deterministically, and most run a control, a test-only switch that
+// brings the old behaviour back, to show that the test can fail.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlockgo/redlock/internal/faultproxy"
+)
+
+// isScript reports whether cmd runs script, by EVALSHA or EVAL; src is the
+// script's source.
+func isScript(cmd redis.Cmder, script *redis.Script, src string) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	switch cmd.Name() {
+	case "evalsha":
+		return args[1] == script.Hash()
+	case "eval":
+		return args[1] == src
+	}
+	return false
+}
+
+var errGaveUp = errors.New("gave up waiting (test)")
+
+// lateRelease is a go-redis hook that, once armed, takes the next release
+// the client sends, reports an error at once, as go-redis does when it gives
+// up on a request, and delivers the request to the node only after delay:
+// a request that arrives after its sender moved on.
+type lateRelease struct {
+	delay  time.Duration
+	armed  atomic.Bool
+	onHold func() // runs as the release is held; may be nil
+	held   atomic.Int32
+	wg     sync.WaitGroup
+}
+
+func (h *lateRelease) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *lateRelease) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *lateRelease) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !isScript(cmd, releaseScript, holdsLua+releaseLua) || !h.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmd)
+		}
+		late := redis.NewCmd(context.Background(), cmd.Args()...)
+		h.held.Add(1)
+		h.wg.Go(func() {
+			time.Sleep(h.delay)
+			_ = next(context.Background(), late)
+		})
+		if h.onHold != nil {
+			h.onHold()
+		}
+		cmd.SetErr(errGaveUp)
+		return errGaveUp
+	}
+}
+
+// TestLateRollbackCannotDeleteALaterAttemptsKey reproduces, on 3 nodes, the
+// overlap a late rollback caused when every attempt of a Lock call wrote the
+// same token. B holds nodes 0 and 2. A's attempt 0 wins node 1 only and
+// rolls back there; that rollback "times out" at once but lands 300ms later.
+// B frees node 2, and A's attempt 1 wins nodes 1 and 2. Then the late
+// rollback lands, B frees node 0, and C tries the key while A is well
+// within its validity. With a value per attempt the late rollback deletes
+// nothing of attempt 1, and C fails; the control, one shared value, lets C
+// in.
+func TestLateRollbackCannotDeleteALaterAttemptsKey(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		name := "value-per-attempt"
+		if control {
+			name = "control-shared-value"
+		}
+		t.Run(name, func(t *testing.T) {
+			const key = "late-rollback"
+			ms, csC := minis(t, 3)
+			// The late release is an EVALSHA: the script must be there.
+			loadScripts(t, csC)
+			late := &lateRelease{delay: 300 * time.Millisecond}
+			t.Cleanup(late.wg.Wait)
+			csA := make([]redis.UniversalClient, 3)
+			for i, m := range ms {
+				rc := redis.NewClient(&redis.Options{Addr: m.Addr()})
+				if i == 1 {
+					rc.AddHook(late)
+				}
+				t.Cleanup(func() { _ = rc.Close() })
+				csA[i] = rc
+			}
+			opts := []Option{WithTTL(3 * time.Second), WithNodeTimeout(500 * time.Millisecond),
+				WithRetryDelay(50*time.Millisecond, 50*time.Millisecond), WithPubSub(false)}
+			if control {
+				opts = append(opts, withSharedValue())
+			}
+			a := newClient(t, csA, opts...)
+			c := newClient(t, csC, WithTTL(3*time.Second), WithNodeTimeout(500*time.Millisecond))
+
+			for _, i := range []int{0, 2} {
+				require.NoError(t, ms[i].Set(key, "B"))
+				ms[i].SetTTL(key, time.Minute)
+			}
+			late.onHold = func() { ms[2].Del(key) } // B frees node 2
+			late.armed.Store(true)
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			l, err := a.Lock(ctx, key)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, late.held.Load(), "got %d held rollbacks, want 1", late.held.Load())
+			late.wg.Wait() // the late rollback has landed
+			ms[0].Del(key) // B frees node 0
+
+			lc, errC := c.TryLock(t.Context(), key)
+			require.True(t, time.Now().Before(l.Until()), "A's validity ended during the test")
+			require.NoError(t, l.Err())
+			if control {
+				require.NoError(t, errC, "the control must let C in while A holds the lock")
+				require.NoError(t, lc.Unlock(t.Context()))
+				_ = l.Unlock(t.Context())
+				return
+			}
+			require.ErrorIs(t, errC, ErrNotAcquired, "got C holding the lock while A holds it until %v", l.Until())
+			for _, i := range []int{1, 2} {
+				got, _ := ms[i].Get(key)
+				require.Equal(t, l.Token(), got, "node %d", i)
+			}
+			require.NoError(t, l.Unlock(t.Context()))
+		})
+	}
+}
+
+// scriptGate is a go-redis hook that lets a script's commands through to the
+// node but holds their replies until the gate opens: a node slow to answer
+// one kind of request.
+type scriptGate struct {
+	script  *redis.Script
+	src     string
+	open    chan struct{}
+	once    sync.Once
+	waiting atomic.Int32
+}
+
+func newScriptGate(script *redis.Script, src string) *scriptGate {
+	return &scriptGate{script: script, src: src, open: make(chan struct{})}
+}
+
+func (g *scriptGate) release() { g.once.Do(func() { close(g.open) }) }
+
+func (g *scriptGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (g *scriptGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (g *scriptGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if isScript(cmd, g.script, g.src) {
+			g.waiting.Add(1)
+			<-g.open
+		}
+		return err
+	}
+}
+
+// loadScripts loads every lock script on the nodes, so that the first
+// EVALSHA of a test does not get NOSCRIPT.
+func loadScripts(t *testing.T, cs []redis.UniversalClient) {
+	t.Helper()
+	for _, rc := range cs {
+		for _, s := range []*redis.Script{acquireScript, releaseScript, extendScript, fenceScript} {
+			require.NoError(t, s.Load(t.Context(), rc).Err())
+		}
+	}
+}
+
+func TestLateFenceWriteBackIsReleased(t *testing.T) {
+	t.Run("failed write-back", func(t *testing.T) {
+		// Three of five nodes answer the write-back late: the attempt
+		// fails, and their late answers must release what they hold.
+		g := newScriptGate(fenceScript, holdsLua+fenceLua)
+		fast, fcs := minis(t, 2)
+		slow, scs := minis(t, 3, g)
+		cs := append(fcs, scs...)
+		loadScripts(t, cs)
+		c := newClient(t, cs, WithFencing(true), WithNodeTimeout(100*time.Millisecond))
+		t.Cleanup(g.release)
+		_, err := c.TryLock(t.Context(), "wb")
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.Contains(t, err.Error(), "fence not written back")
+		eventually(t, fast, "wb", "")
+		for i, m := range slow {
+			require.True(t, m.Exists("wb"), "slow node %d: the write-back has not answered, so it is not rolled back yet", i)
+		}
+		g.release()
+		eventually(t, slow, "wb", "")
+	})
+	t.Run("unlock races the write-back", func(t *testing.T) {
+		// Two nodes answer the write-back late; the lock is won on the
+		// other three and unlocked at once.
+		g := newScriptGate(fenceScript, holdsLua+fenceLua)
+		fast, fcs := minis(t, 3)
+		slow, scs := minis(t, 2, g)
+		cs := append(fcs, scs...)
+		loadScripts(t, cs)
+		c := newClient(t, cs, WithFencing(true), WithNodeTimeout(100*time.Millisecond))
+		t.Cleanup(g.release)
+		l, err := c.TryLock(t.Context(), "wb-unlock")
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(t.Context()))
+		eventually(t, fast, "wb-unlock", "")
+		g.release()
+		eventually(t, slow, "wb-unlock", "")
+	})
+}
+
+// proxiedNodes starts n miniredis nodes, each behind a fault proxy, and a
+// go-redis client with go-redis's defaults (3 retries) through each proxy.
+func proxiedNodes(t *testing.T, n int) ([]*miniredis.Miniredis, []*faultproxy.Proxy, []redis.UniversalClient) {
+	t.Helper()
+	ms := make([]*miniredis.Miniredis, n)
+	ps := make([]*faultproxy.Proxy, n)
+	cs := make([]redis.UniversalClient, n)
+	for i := range n {
+		ms[i] = miniredis.RunT(t)
+		p, err := faultproxy.New(ms[i].Addr(), uint64(i))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		rc := redis.NewClient(&redis.Options{Addr: p.Addr()})
+		t.Cleanup(func() { _ = rc.Close() })
+		ps[i], cs[i] = p, rc
+	}
+	loadScripts(t, cs)
+	return ms, ps, cs
+}
+
+// TestRetriedWritesAreRecognised loses one reply, so that go-redis sends the
+// request again on a new connection after the node ran it. A retried SET
+// finds our own value, and a retried release finds the key its first copy
+// deleted: neither is a no. The control acquires with a plain SET NX and
+// counts a release that finds the key gone as a no.
+func TestRetriedWritesAreRecognised(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		name := "recognised"
+		if control {
+			name = "control-unsafe-retries"
+		}
+		t.Run(name, func(t *testing.T) {
+			ms, ps, cs := proxiedNodes(t, 3)
+			var opts []Option
+			if control {
+				opts = append(opts, withUnsafeRetries())
+			}
+			c := newClient(t, cs, opts...)
+
+			// Acquire: nodes 1 and 2 are taken, node 0 loses its reply.
+			for _, m := range ms[1:] {
+				require.NoError(t, m.Set("retried-set", "other"))
+			}
+			ps[0].LoseNext(1)
+			_, err := c.TryLock(t.Context(), "retried-set")
+			require.ErrorIs(t, err, ErrNotAcquired)
+			require.EqualValues(t, 1, ps[0].Stats().LostReplies)
+			if control {
+				require.True(t, ms[0].Exists("retried-set"), "the control must leave our key behind")
+			} else {
+				eventually(t, ms[:1], "retried-set", "")
+			}
+
+			// Release: the lock is held on every node, and two of them lose
+			// the reply to the release.
+			l, err := c.TryLock(t.Context(), "retried-release")
+			require.NoError(t, err)
+			eventually(t, ms, "retried-release", l.Token())
+			ps[0].LoseNext(1)
+			ps[1].LoseNext(1)
+			err = l.Unlock(t.Context())
+			eventually(t, ms, "retried-release", "")
+			if control {
+				require.ErrorIs(t, err, ErrNotHeld, "the control must report the release that worked as not held")
+				return
+			}
+			require.NoError(t, err)
+		})
+	}
+}
+
+func TestNewRejectsRing(t *testing.T) {
+	_, cs := minis(t, 3)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"}})
+	t.Cleanup(func() { _ = ring.Close() })
+	_, err := New([]redis.UniversalClient{cs[0], cs[1], ring})
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.Contains(t, err.Error(), "node 2 is a *redis.Ring")
+}
+
+func TestNodeDeadlineIsNotTheCallersDeadline(t *testing.T) {
+	require.ErrorIs(t, nodeErr(context.DeadlineExceeded), ErrNodeTimeout)
+	require.NotErrorIs(t, nodeErr(context.DeadlineExceeded), context.DeadlineExceeded)
+	require.NotErrorIs(t, nodeErr(fmt.Errorf("dial: %w", context.Canceled)), context.Canceled)
+	require.ErrorIs(t, nodeErr(&net.OpError{Op: "read", Err: timeoutErr{}}), ErrNodeTimeout)
+	other := errors.New("ERR something")
+	require.Equal(t, other, nodeErr(other))
+
+	// One dead node, two taken: each attempt waits for the dead node until
+	// the node timeout, and go-redis's retries (dial, back off, dial) end
+	// on the request's deadline.
+	ms, cs := minis(t, 5)
+	c := newClient(t, cs, WithNodeTimeout(20*time.Millisecond), WithTTL(time.Second))
+	ms[4].Close()
+	for _, m := range ms[:2] {
+		require.NoError(t, m.Set("dead", "other"))
+	}
+	for i := range 20 {
+		_, err := c.TryLock(context.Background(), "dead")
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.NotErrorIs(t, err, context.DeadlineExceeded, "try %d: got %v, want no ctx error: the caller's ctx never ended", i, err)
+		require.NotErrorIs(t, err, context.Canceled, "try %d", i)
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func TestExtendCannotReviveAnEndedLock(t *testing.T) {
+	g := newScriptGate(extendScript, holdsLua+extendLua)
+	ms, cs := minis(t, 5, g)
+	loadScripts(t, cs)
+	c := newClient(t, cs)
+	t.Cleanup(g.release)
+	l, err := c.TryLock(t.Context(), "revive")
+	require.NoError(t, err)
+	before := l.Until()
+	done := make(chan error, 1)
+	go func() { done <- l.Extend(context.Background()) }()
+	// Every node has extended, and holds its answer.
+	require.Eventually(t, func() bool { return g.waiting.Load() == 5 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, l.Unlock(t.Context()))
+	eventually(t, ms, "revive", "")
+	g.release()
+	err = <-done
+	require.ErrorIs(t, err, ErrNotHeld, "got %v from an Extend that ended after Unlock, want ErrNotHeld", err)
+	require.Equal(t, before, l.Until(), "Extend moved Until of an unlocked lock")
+	require.ErrorIs(t, l.Err(), ErrUnlocked)
+	require.ErrorIs(t, l.Extend(t.Context()), ErrNotHeld)
+}
+
+// hungServer accepts connections and never answers, like a node stopped
+// with SIGSTOP. Its connections close with the test.
+func hungServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			cn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, cn)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, cn := range conns {
+			_ = cn.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+func TestCloseIsBoundedWithAHungNode(t *testing.T) {
+	ms, _ := minis(t, 4)
+	cs := make([]redis.UniversalClient, 0, 5)
+	for _, m := range ms {
+		rc := redis.NewClient(&redis.Options{Addr: m.Addr(), ReadTimeout: 200 * time.Millisecond})
+		t.Cleanup(func() { _ = rc.Close() })
+		cs = append(cs, rc)
+	}
+	// Reads without a timeout: go-redis waits for the hung node forever.
+	hung := redis.NewClient(&redis.Options{Addr: hungServer(t), ReadTimeout: -1, WriteTimeout: -1})
+	t.Cleanup(func() { _ = hung.Close() })
+	c, err := New(append(cs, hung), WithNodeTimeout(50*time.Millisecond))
+	require.NoError(t, err)
+	l, err := c.TryLock(t.Context(), "hung")
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(t.Context()))
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() {
+		_ = c.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Close had not returned after 30s with a hung node and no read timeout")
+	}
+	// A second with reads that never time out; the margin is for a
+	// loaded machine.
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.ErrorIs(t, func() error { _, err := c.TryLock(t.Context(), "x"); return err }(), ErrClosed)
+}
+
+// countingHandler counts the log records it gets.
+type countingHandler struct{ n atomic.Int32 }
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(context.Context, slog.Record) error {
+	h.n.Add(1)
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+func TestNothingIsReportedAfterClose(t *testing.T) {
+	_, cs := minis(t, 5)
+	rec := &recorder{}
+	logs := &countingHandler{}
+	c, err := New(cs, WithObserver(rec), WithLogger(slog.New(logs)), WithTTL(200*time.Millisecond), WithNodeTimeout(20*time.Millisecond))
+	require.NoError(t, err)
+	l, err := c.TryLock(t.Context(), "after-close")
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	_, _, lostBefore, _ := rec.counts()
+	logsBefore := logs.n.Load()
+	<-l.Done() // the expiry timer fires after Close
+	require.ErrorIs(t, l.Err(), ErrLockLost)
+	time.Sleep(10 * time.Millisecond) // the Observer is called before Done closes; margin for the logger
+	_, _, lostAfter, _ := rec.counts()
+	require.Equal(t, lostBefore, lostAfter, "got Observer.Lost after Close, want nothing")
+	require.Equal(t, logsBefore, logs.n.Load(), "got log records after Close, want none")
+	require.True(t, strings.Contains(l.Err().Error(), "validity ended"))
+}
