@@ -99,6 +99,13 @@ type chaosRecorder struct {
 	expired   map[string]bool // guarded by mu; tokens left to expire
 	notHeld   int             // guarded by mu; Unlock calls that got ErrNotHeld
 	extended  int             // guarded by mu; Extend calls that succeeded
+	// wrongVotes counts the wrong verdicts of nodes on Unlock: a node that
+	// said yes to the acquisition, and said it no longer held the lock in
+	// an Unlock that ended before Until. Inside the model a node keeps an
+	// acknowledged key for its TTL, so only a fault the library mishandles
+	// (a release that go-redis sent twice, counted as a no) makes one.
+	// Guarded by mu.
+	wrongVotes int
 }
 
 func newChaosRecorder() *chaosRecorder {
@@ -128,10 +135,27 @@ func (r *chaosRecorder) hold(h chaosHold) {
 	}
 }
 
+// unlockReturned records an Unlock that returned before the hold's Until, with
+// the nodes' votes, and counts the wrong ones (see wrongVotes).
+func (r *chaosRecorder) unlockReturned(h chaosHold, st Stats) int {
+	n := 0
+	for _, v := range st.Nodes {
+		if v.Vote == VoteNo && slices.Contains(h.nodes, v.Index) {
+			n++
+		}
+	}
+	r.mu.Lock()
+	r.wrongVotes += n
+	r.mu.Unlock()
+	return n
+}
+
 // chaosFigures is what a scenario reports.
 type chaosFigures struct {
 	acquisitions int
 	overlaps     []chaosOverlap
+	wrongVotes   int     // see chaosRecorder.wrongVotes
+	orphans      int     // keys of no recorded hold, left when the Clients closed
 	residue      int     // lock keys on a live node once every TTL passed
 	inversions   int     // fences out of order; see chaosFenceInversions
 	success      float64 // percent of Lock calls that acquired
@@ -142,7 +166,7 @@ type chaosFigures struct {
 func (r *chaosRecorder) figures() chaosFigures {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f := chaosFigures{acquisitions: len(r.holds), overlaps: chaosOverlaps(r.holds), inversions: chaosFenceInversions(r.holds)}
+	f := chaosFigures{acquisitions: len(r.holds), overlaps: chaosOverlaps(r.holds), inversions: chaosFenceInversions(r.holds), wrongVotes: r.wrongVotes}
 	if r.calls > 0 {
 		f.success = 100 * float64(len(r.latencies)) / float64(r.calls)
 	}

@@ -48,9 +48,14 @@ type chaosClusterOpts struct {
 	// restart with data keeps every acknowledged lock.
 	persistence bool
 	// defaultClients builds the go-redis clients with go-redis's defaults
-	// (3 retries, 5s read timeout), as most users do. Otherwise they are
+	// (3 retries, 3s read timeout), as most users do. Otherwise they are
 	// chaosRedisOptions.
 	defaultClients bool
+	// fastFailClients builds them as a user who wants fast failure does:
+	// ContextTimeoutEnabled, a ReadTimeout of 50-100ms, and go-redis's
+	// default retries. go-redis then gives up on a request at the node
+	// timeout, while the request may still reach the node later.
+	fastFailClients bool
 }
 
 // chaosRedisOptions are the go-redis settings of most chaos scenarios: no
@@ -369,8 +374,12 @@ func newChaosCluster(t *testing.T, opts chaosClusterOpts, rng *rand.Rand, lockOp
 				addr = p.Addr()
 			}
 			ro := chaosRedisOptions(addr)
-			if opts.defaultClients {
+			switch {
+			case opts.defaultClients:
 				ro = &redis.Options{Addr: addr}
+			case opts.fastFailClients:
+				ro = &redis.Options{Addr: addr, ContextTimeoutEnabled: true,
+					ReadTimeout: 50*time.Millisecond + time.Duration(rng.Int64N(int64(50*time.Millisecond)+1))}
 			}
 			rc := redis.NewClient(ro)
 			t.Cleanup(func() { _ = rc.Close() })
@@ -395,6 +404,30 @@ func (cl *chaosCluster) closeClients() {
 	for _, cc := range cl.clients {
 		_ = cc.c.Close()
 	}
+}
+
+// closeProxies closes every proxy, dropping the requests they still hold.
+func (cl *chaosCluster) closeProxies() {
+	for _, cc := range cl.clients {
+		for _, p := range cc.proxies {
+			_ = p.Close()
+		}
+	}
+}
+
+// proxyStats sums what the proxies injected, for the detail line.
+func (cl *chaosCluster) proxyStats() string {
+	var late, after, lost int64
+	for _, cc := range cl.clients {
+		for _, p := range cc.proxies {
+			st := p.Stats()
+			late, after, lost = late+st.Late, after+st.AfterClose, lost+st.LostReplies
+		}
+	}
+	if late+after+lost == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" late-chunks=%d delivered-after-close=%d lost-replies=%d", late, after, lost)
 }
 
 // liveNodes returns the nodes that are not down.

@@ -129,7 +129,7 @@ func runChaosControl(t *testing.T, c chaosControl, sum *chaosSummary) {
 	r.healAll()
 	r.cl.closeClients()
 	f := r.rec.figures()
-	f.residue = r.residue()
+	f.residue, _ = r.residue()
 	chaosPrint(t, chaosLine(c.name, r.seed, f))
 	r.logOverlaps(f.overlaps)
 	// Would a store that checks fences have caught it? Only if client 1's

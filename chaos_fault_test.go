@@ -245,3 +245,43 @@ func (f *noScriptFault) inject(r *chaosRun) {
 }
 
 func (f *noScriptFault) heal(*chaosRun) { f.stop() }
+
+// lateFault delivers requests late: each chunk a Client sends to the nodes
+// is, with probability prob, held for a random while in [min, max] before
+// it reaches the node, even after the Client gave up on it and closed its
+// connection. Connections get independent delays, so requests reorder
+// across them. A rollback or release can thus land after a later attempt
+// was decided, which is what a value per attempt is for.
+type lateFault struct {
+	nodes    []int
+	prob     float64
+	min, max time.Duration
+}
+
+func (f *lateFault) String() string {
+	return fmt.Sprintf("late delivery p=%.2f %v..%v on nodes %v", f.prob, f.min, f.max, f.nodes)
+}
+func (f *lateFault) inject(r *chaosRun) {
+	r.eachProxy(nil, f.nodes, func(p *faultproxy.Proxy) { p.SetLate(f.prob, f.min, f.max) })
+}
+func (f *lateFault) heal(r *chaosRun) {
+	r.eachProxy(nil, f.nodes, func(p *faultproxy.Proxy) { p.SetLate(0, 0, 0) })
+}
+
+// lostRepliesFault loses replies: the node runs the request, the reply is
+// dropped and the connection reset, so go-redis (MaxRetries 3 by default)
+// sends a write that already ran again, on a new connection.
+type lostRepliesFault struct {
+	nodes []int
+	prob  float64
+}
+
+func (f *lostRepliesFault) String() string {
+	return fmt.Sprintf("lost replies p=%.2f on nodes %v", f.prob, f.nodes)
+}
+func (f *lostRepliesFault) inject(r *chaosRun) {
+	r.eachProxy(nil, f.nodes, func(p *faultproxy.Proxy) { p.SetLoseReplies(f.prob) })
+}
+func (f *lostRepliesFault) heal(r *chaosRun) {
+	r.eachProxy(nil, f.nodes, func(p *faultproxy.Proxy) { p.SetLoseReplies(0) })
+}

@@ -124,7 +124,32 @@ type chaosScenario struct {
 	// the guard, until a freshly started redis-server has been up for the
 	// max TTL, by its own count in whole seconds.
 	settle time.Duration
+	// verdicts asserts that no node gave a wrong verdict on Unlock (see
+	// chaosRecorder.wrongVotes); orphans, that no key of a failed
+	// acquisition was left when the Clients closed. They hold where no
+	// fault can lose a key or land a write after its rollback.
+	verdicts, orphans bool
+	// expect is what a control must make the checker report: overlaps
+	// (the default), or wrong verdicts and leftovers.
+	expect chaosFinding
+	// opts are extra options of every Client, such as a control's switch.
+	opts []Option
+	// tries is how many runs a control may take to be noticed; 1 unless
+	// set.
+	tries int
 }
+
+// chaosFinding is what a negative control must make the checker report.
+type chaosFinding uint8
+
+const (
+	findOverlap chaosFinding = iota // two holders overlapped
+	findWrong                       // wrong verdicts on Unlock, or orphaned keys
+	// findBroken is an overlap, or a wrong verdict: a node that counted a
+	// holder lost its key while the holder was valid, which is the overlap
+	// about to happen, seen before a rival has taken the key.
+	findBroken
+)
 
 // chaosRun is one execution of a scenario.
 type chaosRun struct {
@@ -391,7 +416,13 @@ func (r *chaosRun) worker(stop context.Context, cc *chaosClient, w int, rng *ran
 		h.until = l.Until()
 		h.released = time.Now()
 		r.rec.hold(h)
-		if err := l.Unlock(bg); err != nil {
+		err = l.Unlock(bg)
+		if time.Now().Before(h.until) {
+			if st := l.Stats(); r.rec.unlockReturned(h, st) > 0 {
+				r.t.Logf("wrong verdict: client %d token %s yes-nodes %v, unlock %+v, err %v", cc.index, h.token, h.nodes, st.Nodes, err)
+			}
+		}
+		if err != nil {
 			if !errors.Is(err, ErrNotHeld) {
 				r.t.Errorf("client %d: Unlock: got %v, want nil or ErrNotHeld", cc.index, err)
 			}
@@ -408,7 +439,7 @@ func (r *chaosRun) worker(stop context.Context, cc *chaosClient, w int, rng *ran
 // keys of holders that unlocked or of acquisitions that failed, which
 // Unlock and the rollback try to delete everywhere but may not reach when a
 // node is faulty; the TTL bounds them.
-func (r *chaosRun) residue() int {
+func (r *chaosRun) residue() (left, orphans int) {
 	r.t.Helper()
 	var wait time.Duration
 	var unlocked, expiring, orphan, forever int
@@ -433,14 +464,13 @@ func (r *chaosRun) residue() int {
 	// Redis checks expiry in whole milliseconds; the margin covers that
 	// and the lazy expiry of the scan itself.
 	r.sleep(wait + 20*time.Millisecond)
-	left := 0
 	for _, n := range r.cl.liveNodes() {
 		for _, k := range n.lockKeys(r.prefix) {
 			left++
 			r.t.Logf("residue: node %d key %s value %s pttl %v", k.node, k.key, k.value, k.pttl)
 		}
 	}
-	return left
+	return left, orphan
 }
 
 // chaosSummary adds up the in-model scenarios of a run.
@@ -471,8 +501,8 @@ func (s *chaosSummary) line() string {
 // chaosLine formats a scenario's report line.
 func chaosLine(name string, seed int64, f chaosFigures) string {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return fmt.Sprintf("chaos: scenario=%s seed=%d acquisitions=%d overlaps=%d residue=%d success=%.1f p50=%.2f p99=%.2f",
-		name, seed, f.acquisitions, len(f.overlaps), f.residue, f.success, ms(f.p50), ms(f.p99))
+	return fmt.Sprintf("chaos: scenario=%s seed=%d acquisitions=%d overlaps=%d wrong-votes=%d orphans=%d residue=%d success=%.1f p50=%.2f p99=%.2f",
+		name, seed, f.acquisitions, len(f.overlaps), f.wrongVotes, f.orphans, f.residue, f.success, ms(f.p50), ms(f.p99))
 }
 
 // logOverlaps shows the first few overlaps, times from the run's start.
@@ -495,40 +525,75 @@ func (r *chaosRun) logOverlaps(overlaps []chaosOverlap) {
 // in the model), no residue, and a sane success rate. The figures of an
 // in-model scenario go to sum.
 func runChaosScenario(t *testing.T, sc chaosScenario, sum *chaosSummary) {
+	// A control that looks for a rare interleaving runs again, with fresh
+	// nodes and the next draw of its seed, until the checker reports it.
+	for try := range max(sc.tries, 1) {
+		name := sc.name
+		if try > 0 {
+			name = fmt.Sprintf("%s#%d", sc.name, try)
+		}
+		if runChaosOnce(t, sc, name, sum, try == max(sc.tries, 1)-1) {
+			return
+		}
+	}
+}
+
+// runChaosOnce runs a scenario once under the given name, which seeds it,
+// and checks it. For a control it reports whether the checker noticed the
+// broken model, and fails the test only when last is set.
+func runChaosOnce(t *testing.T, sc chaosScenario, name string, sum *chaosSummary, last bool) (found bool) {
 	load := defaultChaosLoad()
 	if sc.load != nil {
 		sc.load(&load)
 	}
-	r := newChaosRun(t, sc.name, load)
-	r.cl = newChaosCluster(t, sc.cluster, r.rng, r.lockOptions(sc.fencing, sc.guard)...)
+	r := newChaosRun(t, name, load)
+	r.cl = newChaosCluster(t, sc.cluster, r.rng, append(r.lockOptions(sc.fencing, sc.guard), sc.opts...)...)
 	r.sleep(sc.settle)
 	f := r.execute(sc.faults)
-	chaosPrint(t, chaosLine(sc.name, r.seed, f))
+	chaosPrint(t, chaosLine(name, r.seed, f))
 	r.logOverlaps(f.overlaps)
 	if sc.guard {
-		t.Logf("chaos-detail: scenario=%s guard %v", sc.name, &r.guardLog)
+		t.Logf("chaos-detail: scenario=%s guard %v", name, &r.guardLog)
 	}
 	replay := fmt.Sprintf("replay with: go test -race -run 'Chaos/%s$' -v . -chaos.seed=%d", sc.name, r.seed)
+	if f.residue > 0 {
+		t.Errorf("got %d lock keys left after every TTL, want 0; %s", f.residue, replay)
+	}
 	switch {
+	case sc.control && sc.expect == findBroken:
+		if found = len(f.overlaps)+f.wrongVotes > 0; !found && last {
+			t.Errorf("the control did not break the model: got 0 overlaps and 0 wrong verdicts, want some; %s", replay)
+		}
+		return found
+	case sc.control && sc.expect == findWrong:
+		if found = f.wrongVotes+f.orphans > 0; !found && last {
+			t.Errorf("the control went unnoticed: got 0 wrong verdicts and 0 orphaned keys, want some; %s", replay)
+		}
+		return found
 	case sc.control:
-		if len(f.overlaps) == 0 {
+		if found = len(f.overlaps) > 0; !found && last {
 			t.Errorf("the control did not break the model: got 0 overlaps, want some; %s", replay)
 		}
+		return found
 	case !sc.outOfModel:
 		sum.add(f)
 		if len(f.overlaps) > 0 {
 			t.Errorf("got %d overlapping holders, want 0; %s", len(f.overlaps), replay)
 		}
+		if sc.verdicts && f.wrongVotes > 0 {
+			t.Errorf("got %d wrong verdicts on Unlock, want 0; %s", f.wrongVotes, replay)
+		}
+		if sc.orphans && f.orphans > 0 {
+			t.Errorf("got %d keys of failed acquisitions left at close, want 0; %s", f.orphans, replay)
+		}
 	}
-	if f.residue > 0 {
-		t.Errorf("got %d lock keys left after every TTL, want 0; %s", f.residue, replay)
-	}
-	if sc.fencing && !sc.outOfModel && !sc.control && f.inversions > 0 {
+	if sc.fencing && !sc.outOfModel && f.inversions > 0 {
 		t.Errorf("got %d fences that did not rise, want 0; %s", f.inversions, replay)
 	}
 	if f.success < sc.minSuccess {
 		t.Errorf("got %.1f%% of Lock calls acquiring, want at least %.0f%%; %s", f.success, sc.minSuccess, replay)
 	}
+	return true
 }
 
 // execute runs the workload and the faults, heals, closes the Clients, and
@@ -552,10 +617,13 @@ func (r *chaosRun) execute(faults func(*chaosRun)) chaosFigures {
 	// as it resumes; let it, before the Clients close and the scan begins.
 	r.sleep(50 * time.Millisecond)
 	r.cl.closeClients()
+	// Requests still held by a proxy would reach the nodes during the
+	// scan: drop them. The Clients have given up on them.
+	r.cl.closeProxies()
 	f := r.rec.figures()
-	f.residue = r.residue()
-	r.t.Logf("chaos-detail: scenario=%s lock-calls=%d unlock-not-held=%d extended=%d fence-inversions=%d",
-		r.name, r.rec.calls, r.rec.notHeld, r.rec.extended, f.inversions)
+	f.residue, f.orphans = r.residue()
+	r.t.Logf("chaos-detail: scenario=%s lock-calls=%d unlock-not-held=%d extended=%d fence-inversions=%d wrong-votes=%d orphans=%d%s",
+		r.name, r.rec.calls, r.rec.notHeld, r.rec.extended, f.inversions, f.wrongVotes, f.orphans, r.cl.proxyStats())
 	return f
 }
 
@@ -746,6 +814,35 @@ func chaosScenarios() []chaosScenario {
 			},
 		},
 
+		// 11b. Late delivery: requests reach the nodes long after the
+		// Clients gave up on them, reordered across connections, with
+		// go-redis failing fast and retrying as its defaults do. Then
+		// lost replies, which make go-redis send writes that already ran
+		// again. Then both.
+		lateDeliveryScenario("late-delivery", false),
+		lostRepliesScenario("lost-replies", false),
+		{
+			name: "late-and-lost", minSuccess: 20, fencing: true, verdicts: true,
+			cluster: chaosClusterOpts{backend: realBackend, clients: 3, proxied: true, fastFailClients: true},
+			faults: func(r *chaosRun) {
+				all := []int{0, 1, 2, 3, 4}
+				r.at(0.05)
+				late := &lateFault{nodes: all, prob: 0.2, min: 20 * time.Millisecond, max: 250 * time.Millisecond}
+				lost := &lostRepliesFault{nodes: all, prob: 0.03}
+				r.inject(late)
+				r.inject(lost)
+				r.at(0.95)
+				r.heal(lost)
+				r.heal(late)
+			},
+		},
+		// Their negative controls: one value for every attempt of a Lock
+		// call (late rollbacks then delete what a later attempt counted),
+		// and a plain SET NX with a release that takes "gone" for a no
+		// (go-redis's retries then leave keys and wrong verdicts).
+		lateDeliveryScenario("control-late-delivery-shared-value", true),
+		lostRepliesScenario("control-lost-replies-unsafe-retries", true),
+
 		// 12. The node guard (WithNodeGuard; 11 is the delayed restart among
 		// the controls). Two faults that break assumptions 1 and 2, each run
 		// twice on the same schedule: without the guard a negative control
@@ -766,6 +863,59 @@ func chaosScenarios() []chaosScenario {
 			faults:  clockJumps,
 		},
 	}
+}
+
+// lateDeliveryScenario delivers a fifth of the requests to every node 20 to
+// 250ms late, to Clients that fail fast: their node timeout is 30ms.
+// Rollbacks land after the next attempt, and acquire requests after their
+// rollback (leftovers the TTL clears, so orphans are not asserted). As a
+// control, every attempt shares its Lock call's value.
+func lateDeliveryScenario(name string, control bool) chaosScenario {
+	sc := chaosScenario{
+		name: name, minSuccess: 20, fencing: true, verdicts: true, control: control,
+		cluster: chaosClusterOpts{backend: realBackend, clients: 3, proxied: true, fastFailClients: true},
+		faults: func(r *chaosRun) {
+			r.at(0.05)
+			r.during(&lateFault{nodes: []int{0, 1, 2, 3, 4}, prob: 0.2, min: 20 * time.Millisecond, max: 250 * time.Millisecond},
+				r.load.duration*9/10)
+		},
+	}
+	if control {
+		sc.opts = []Option{withSharedValue()}
+		sc.fencing = false
+		sc.load = func(l *chaosLoad) {
+			// One key, more Clients, and holds of most of the TTL: many
+			// split votes, so many rollbacks for a late one to strike,
+			// and holders that are still there when it does.
+			l.keys = 1
+			l.holdMax = l.ttl / 2
+		}
+		sc.cluster.clients = 4
+		sc.tries = 8
+		sc.expect = findBroken
+	}
+	return sc
+}
+
+// lostRepliesScenario loses 5% of the replies of every node, with go-redis's
+// default retries. Every request gets an answer at last, so no key of a
+// failed acquisition may be left at close, and no node may say it no longer
+// holds a lock it holds. As a control, SET NX answers no to its own retry
+// and a release that finds its key gone counts as a no.
+func lostRepliesScenario(name string, control bool) chaosScenario {
+	sc := chaosScenario{
+		name: name, minSuccess: 20, verdicts: true, orphans: true, control: control,
+		cluster: chaosClusterOpts{backend: realBackend, clients: 3, proxied: true, defaultClients: true},
+		faults: func(r *chaosRun) {
+			r.at(0.05)
+			r.during(&lostRepliesFault{nodes: []int{0, 1, 2, 3, 4}, prob: 0.05}, r.load.duration*9/10)
+		},
+	}
+	if control {
+		sc.opts = []Option{withUnsafeRetries()}
+		sc.expect = findWrong
+	}
+	return sc
 }
 
 // guardSettle is how long freshly started real nodes must run before the
@@ -969,9 +1119,9 @@ func driftClocks(r *chaosRun) {
 // deadline, hitting at most two of the five nodes at a time: kills with a
 // restart (with data, or empty after the delay), pauses, latency,
 // blackholes, lost replies, resets, one-client partitions, READONLY and
-// NOSCRIPT.
+// NOSCRIPT, late delivery and lost replies.
 func (r *chaosRun) randomFaults(deadline time.Time, restartDelay time.Duration) {
-	const kinds = 10
+	const kinds = 12
 	for time.Now().Before(deadline) {
 		nodes := r.pick(1 + r.rng.IntN(2))
 		var fs []chaosFault
@@ -998,6 +1148,10 @@ func (r *chaosRun) randomFaults(deadline time.Time, restartDelay time.Duration) 
 				fs = append(fs, &nodeErrorFault{node: n, msg: "READONLY"})
 			case 9:
 				fs = append(fs, &noScriptFault{node: n, period: 5 * time.Millisecond})
+			case 10:
+				fs = append(fs, &lateFault{nodes: []int{n}, prob: 0.3, min: 10 * time.Millisecond, max: 2 * r.load.ttl / 3})
+			case 11:
+				fs = append(fs, &lostRepliesFault{nodes: []int{n}, prob: 0.1})
 			}
 		}
 		for _, f := range fs {
@@ -1026,8 +1180,10 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// TestChaosSoak runs rounds of a minute of the random mix of faults until at
-// least 100,000 locks have been acquired, with more Clients and keys than the
+// TestChaosSoak runs rounds of a minute of the random mix of faults, late
+// delivery and lost replies among them, with Clients that fail fast and
+// retry as go-redis does by default, until at least 100,000 locks have been
+// acquired, with more Clients and keys than the
 // default scenarios to go faster. It runs only in the long mode, and gives up
 // after an hour.
 func TestChaosSoak(t *testing.T) {
@@ -1043,8 +1199,8 @@ func TestChaosSoak(t *testing.T) {
 		}
 		name := fmt.Sprintf("soak-%d", round)
 		sc := chaosScenario{
-			name: name, minSuccess: 50, fencing: true,
-			cluster: chaosClusterOpts{backend: realBackend, clients: 4, proxied: true, persistence: true},
+			name: name, minSuccess: 50, fencing: true, verdicts: true,
+			cluster: chaosClusterOpts{backend: realBackend, clients: 4, proxied: true, persistence: true, fastFailClients: true},
 			load: func(l *chaosLoad) {
 				l.duration = time.Minute
 				l.keys = 8

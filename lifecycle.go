@@ -42,16 +42,39 @@ func WithMaxHold(d time.Duration) Option {
 
 // Done returns a channel that is closed when the lock ends: on Unlock, when
 // its validity runs out on the local clock (Until passes), or when renewal
-// finds it lost. Err then says why. Holders can select on it.
-func (l *Lock) Done() <-chan struct{} { return l.done }
+// finds it lost. Err then says why. Holders can select on it. Done and Err
+// check Until themselves, so that a holder whose process was paused past
+// Until finds the lock ended at once when it resumes, even before the
+// expiry timer has run.
+//
+// Until and Done follow the monotonic clock, which on Linux does not advance
+// while the host is suspended (CLOCK_MONOTONIC): a holder whose host sleeps
+// through its validity may find Done still open for as long as the sleep,
+// while the nodes, whose clocks ran on, have let the key go.
+func (l *Lock) Done() <-chan struct{} {
+	l.expireIfPast()
+	return l.done
+}
 
 // Err returns nil while the lock is held. Once Done is closed it returns why
 // the lock ended: ErrUnlocked after Unlock, or an error that wraps
 // ErrLockLost and the cause when the lock expired or was lost.
 func (l *Lock) Err() error {
+	l.expireIfPast()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
+}
+
+// expireIfPast ends the lock now when Until has passed, rather than when
+// the expiry timer gets to run.
+func (l *Lock) expireIfPast() {
+	l.mu.Lock()
+	past := l.err == nil && !l.c.now().Before(l.until)
+	l.mu.Unlock()
+	if past {
+		l.expire()
+	}
 }
 
 // start begins the lock's lifecycle once it is acquired: the expiry timer,

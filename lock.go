@@ -110,8 +110,8 @@ func (l *Lock) markHeld(i int) {
 //
 // It returns nil when at least a quorum of nodes still held the lock. A
 // release that go-redis sent again, after its connection failed, and whose
-// last copy found the key gone, before Until, on a node that held it, counts
-// as released: the first copy deleted it. When fewer did (the lock had
+// last copy found the key gone (or taken by the next holder), before Until,
+// on a node that held it, counts as released: the first copy deleted it. When fewer did (the lock had
 // expired, or nodes failed), or the lock was already unlocked, the error
 // matches ErrNotHeld; as a *QuorumError it says what each node answered.
 // Either way the lock is over: call Unlock once.
@@ -152,11 +152,12 @@ func (l *Lock) release(ctx context.Context) error {
 				return 0, ErrInFlight
 			}
 			v, resent, err := n.release(ctx, l.t, at.value.value, releasePrefix)
-			if err == nil && v == 0 && resent && !l.cfg.unsafeRetries && l.heldOn(n.index) && c.now().Before(until) {
-				// go-redis sent the release again after a lost reply,
-				// and the last copy found gone, from a node that held
-				// the lock while it was still valid, the key the first
-				// copy deleted.
+			if err == nil && v <= 0 && resent && !l.cfg.unsafeRetries && l.heldOn(n.index) && c.now().Before(until) {
+				// go-redis sent the release again after its connection
+				// failed, and the last copy found the key gone, or
+				// already taken by the next holder, on a node that held
+				// it while it was still valid: in the model, only the
+				// first copy of this release can have deleted it.
 				v = 1
 			}
 			return max(v, 0), err
@@ -216,6 +217,7 @@ func (l *Lock) Extend(ctx context.Context) error {
 	}
 	start := c.now()
 	if !start.Before(until) {
+		l.expire() // Done closes now, not when the timer gets to run
 		return fail("validity ended " + start.Sub(until).Round(time.Microsecond).String() + " ago")
 	}
 	ttl, ok := l.extendTTL(start)

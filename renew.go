@@ -176,6 +176,13 @@ func (r *renewer) renew(batch []*Lock) {
 	var live []*Lock
 	var liveTTL []time.Duration
 	for _, l := range batch {
+		if !start.Before(l.Until()) {
+			// Past Until (the process was paused, or the machine starved
+			// it): the lock is over, and a renewal must not bring the keys
+			// back to life.
+			l.expire()
+			continue
+		}
 		ttl, ok := l.extendTTL(start)
 		if !ok {
 			// The max hold leaves no room: let the lock run out at Until.
