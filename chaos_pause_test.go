@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -72,7 +73,8 @@ const (
 
 // pausedMsg is one line from the child. Kind says which fields are set:
 // "locked" (Token, Acquired, Until), "until" (Until, after a renewal moved
-// it) or "report" (every field but Acquired). Times are wall-clock Unix
+// it), "spinning" (Until: the child is ready to be stopped) or "report"
+// (every field but Acquired). Times are wall-clock Unix
 // nanoseconds.
 type pausedMsg struct {
 	Kind     string `json:"kind"`
@@ -94,7 +96,8 @@ type pausedMsg struct {
 // It skips unless that test started it. It locks the key with auto-extension,
 // then watches its own loop for a gap longer than the TTL: the sign that it
 // was stopped. It then looks at Done and Err, without blocking, before it
-// calls Extend once, and prints what it saw.
+// calls Extend once, and prints what it saw. It exits by itself when no
+// pause comes within pausedChildSafety.
 func TestChaosPausedHolderChild(t *testing.T) {
 	if os.Getenv(pausedEnvChild) != "1" {
 		t.Skip("the holder's process of TestChaosPausedHolder; it starts this test itself")
@@ -121,35 +124,60 @@ func TestChaosPausedHolderChild(t *testing.T) {
 	until := l.Until()
 	pausedEmit(t, pausedMsg{Kind: "locked", Token: l.Token(), Acquired: acquired.UnixNano(), Until: until.UnixNano()})
 
-	safety := time.NewTimer(pausedChildSafety)
-	defer safety.Stop()
+	// The parent closes our stdin when it is about to stop us.
+	stopping := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(stopping)
+	}()
+	safety := time.Now().Add(pausedChildSafety)
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	prev := time.Now()
-	for {
+	for watching := true; watching; {
 		select {
-		case <-safety.C:
-			t.Fatalf("child: got no pause longer than %v within %v, want one", ttl, pausedChildSafety)
+		case <-stopping:
+			watching = false
 		case <-tick.C:
 		}
 		now := time.Now()
 		gap := now.Sub(prev) // monotonic: it counts the time we were stopped
 		prev = now
-		if gap > ttl {
-			pausedReportResume(t, l, now, gap)
-			break
+		if gap > ttl || now.After(safety) {
+			t.Fatalf("child: the loop lost %v before the parent said it would stop us, want less than %v: the machine is too busy for the test", gap, ttl)
 		}
 		// Before the pause the lock must stay held: a loss here would
 		// be the machine's load, not the pause, and would void the test.
 		select {
 		case <-l.Done():
-			pausedEmit(t, pausedMsg{Kind: "report", Until: l.Until().UnixNano(), DoneClosed: true, Err: fmt.Sprint(l.Err())})
-			t.Fatalf("child: lock lost before any pause: %v", l.Err())
+			t.Fatalf("child: lock lost before the pause: %v", l.Err())
 		default:
 		}
 		if u := l.Until(); !u.Equal(until) {
 			until = u
 			pausedEmit(t, pausedMsg{Kind: "until", Until: u.UnixNano()})
+		}
+	}
+
+	// Spin, without sleeping, until the loop loses more than a TTL. With
+	// GOMAXPROCS=1 the spinning goroutine is almost always the one that
+	// holds the only P when the SIGSTOP lands, so that after SIGCONT it
+	// looks at the lock before the runtime has run the expired timers:
+	// the hardest case for Done, which must then close from its own check
+	// of Until rather than from the expiry timer. The spin lasts from the
+	// parent's notice to its SIGSTOP, a few milliseconds.
+	pausedEmit(t, pausedMsg{Kind: "spinning", Until: until.UnixNano()})
+	prev = time.Now()
+	for {
+		now := time.Now()
+		gap := now.Sub(prev)
+		prev = now
+		if gap > ttl {
+			pausedReportResume(t, l, now, gap)
+			break
+		}
+		if now.After(safety) {
+			t.Fatalf("child: got no pause longer than %v within %v, want one", ttl, pausedChildSafety)
 		}
 	}
 	uctx, ucancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -362,6 +390,7 @@ func pausedResidue(t *testing.T, admins []redis.UniversalClient, prefix string) 
 // t.Cleanup whether it is stopped or not.
 type pausedChild struct {
 	cmd    *exec.Cmd
+	stdin  io.Closer // closed to tell the child a stop is coming
 	out    *pausedOutput
 	stderr *pausedOutput
 	exited chan struct{} // closed once Wait has returned
@@ -378,7 +407,9 @@ func startPausedChild(t *testing.T, srv []*redistest.Server, prefix, key string,
 		addrs[i] = s.Addr()
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChaosPausedHolderChild$", "-test.count=1")
+	// GOMAXPROCS=1: see the spin in TestChaosPausedHolderChild.
 	cmd.Env = append(os.Environ(),
+		"GOMAXPROCS=1",
 		pausedEnvChild+"=1",
 		pausedEnvAddrs+"="+strings.Join(addrs, ","),
 		pausedEnvKey+"="+key,
@@ -387,6 +418,9 @@ func startPausedChild(t *testing.T, srv []*redistest.Server, prefix, key string,
 	)
 	ch := &pausedChild{cmd: cmd, out: newPausedOutput(), stderr: newPausedOutput(), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = ch.out, ch.stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	ch.stdin = stdin
 	// Its own group, so that a signal meant for the test binary's group
 	// (a terminal's ^Z) leaves it alone; Pdeathsig kills it should the
 	// parent die before its cleanup runs.
@@ -445,10 +479,13 @@ func (ch *pausedChild) latestUntil() int64 {
 	return u
 }
 
-// stop sends SIGSTOP and returns once the kernel shows the process stopped,
-// with the time it saw that.
+// stop tells the child a stop is coming, waits until it spins, sends
+// SIGSTOP and returns once the kernel shows the process stopped, with the
+// time it saw that.
 func (ch *pausedChild) stop(t *testing.T) time.Time {
 	t.Helper()
+	require.NoError(t, ch.stdin.Close(), "close the holder's stdin")
+	ch.next(t, "spinning", 20*time.Second)
 	require.NoError(t, syscall.Kill(ch.cmd.Process.Pid, syscall.SIGSTOP), "SIGSTOP the holder")
 	path := fmt.Sprintf("/proc/%d/stat", ch.cmd.Process.Pid)
 	deadline := time.Now().Add(5 * time.Second)
