@@ -465,6 +465,13 @@ func (ch *pausedChild) next(t *testing.T, kind string, timeout time.Duration) pa
 			}
 			t.Fatalf("the holder's process exited (%v) before its %q line, want the line\n%s", ch.err, kind, ch.output())
 		case <-deadline.C:
+			// SIGQUIT makes the child print its goroutines, for the report.
+			_ = syscall.Kill(ch.cmd.Process.Pid, syscall.SIGCONT)
+			_ = syscall.Kill(ch.cmd.Process.Pid, syscall.SIGQUIT)
+			select {
+			case <-ch.exited:
+			case <-time.After(5 * time.Second):
+			}
 			t.Fatalf("got no %q line from the holder's process within %v, want one\n%s", kind, timeout, ch.output())
 		}
 	}

@@ -409,6 +409,10 @@ func (r *chaosRun) worker(stop context.Context, cc *chaosClient, w int, rng *ran
 		case p < ld.pExpire+ld.pOverrun+ld.pExtend:
 			time.Sleep(ld.ttl / 2)
 			if err := l.Extend(bg); err == nil {
+				// From here on the lock rests on the nodes that extended:
+				// one that did not (it was down) may restart empty within
+				// the new validity, and its no on Unlock is then right.
+				h.nodes = yesNodes(l)
 				r.rec.mu.Lock()
 				r.rec.extended++
 				r.rec.mu.Unlock()
