@@ -51,6 +51,10 @@ func (c *Client) newAcquisition(cfg *config, keys []string, t *target) *acquisit
 	return &acquisition{c: c, cfg: cfg, keys: keys, t: t, busy: make([]int, len(c.nodes))}
 }
 
+// errNoAcquire is the write-back vote of a node whose acquire did not say
+// yes.
+var errNoAcquire = errors.New("redlock: the node did not take the lock")
+
 // attemptState is where an attempt stands.
 type attemptState uint8
 
@@ -271,7 +275,12 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 		skip:    func(i int) error { return skip[i] },
 		req: func(ctx context.Context, n *node) (int64, error) {
 			if !at.awaitAcquired(ctx, n.index) {
-				return 0, ctx.Err()
+				if err := ctx.Err(); err != nil {
+					return 0, err
+				}
+				// Not a yes: nothing to raise. A failure, not a no, so
+				// that a failed acquire is still rolled back.
+				return 0, errNoAcquire
 			}
 			return n.writeFence(ctx, t, at.value.value, fence)
 		},
@@ -383,10 +392,11 @@ func (at *attempt) handleLate(rp reply, acquire bool) {
 		at.answered[i], at.acquired[i] = true, rp.yes()
 	}
 	at.wakeLocked()
-	if rp.err == nil && rp.val == 0 {
-		at.mayHold[i] = false
-	} else {
-		at.mayHold[i] = true
+	switch {
+	case rp.err == nil && rp.val == 0:
+		at.mayHold[i] = false // a plain no: our value is not there
+	case acquire:
+		at.mayHold[i] = true // a yes, or an error that may hide one
 	}
 	l := at.lock
 	markHeld := at.state == won && !at.unlocking && rp.yes()
