@@ -158,6 +158,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		op:      OpLock,
 		quorum:  c.quorum,
 		timeout: cfg.nodeTimeout,
+		life:    cfg.releaseTimeout(),
 		skip:    at.reserve(func(int) bool { return true }),
 		req: func(ctx context.Context, n *node) (int64, error) {
 			return n.acquire(ctx, c, t, at.value, ttl, cfg)
@@ -272,6 +273,7 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 		op:      OpLock,
 		quorum:  c.quorum,
 		timeout: a.cfg.nodeTimeout,
+		life:    a.cfg.releaseTimeout(),
 		skip:    func(i int) error { return skip[i] },
 		req: func(ctx context.Context, n *node) (int64, error) {
 			if !at.awaitAcquired(ctx, n.index) {
@@ -431,10 +433,10 @@ func (at *attempt) claimLocked(i int) (prefix string, release bool) {
 // releaseOn releases the attempt's value on one node, announcing it on
 // channels with the given prefix unless it is empty, from a goroutine that
 // already belongs to the Client, on a context detached from any caller and
-// bounded by the node timeout.
+// bounded as Unlock's requests are.
 func (at *attempt) releaseOn(i int, channelPrefix string) {
 	a := at.a
-	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.nodeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.releaseTimeout())
 	defer cancel()
 	_, _, _ = a.c.nodes[i].release(ctx, a.t, at.value.value, channelPrefix)
 	a.mu.Lock()
@@ -469,6 +471,7 @@ func (at *attempt) rollback(ctx context.Context) {
 	o := a.c.fanout(context.WithoutCancel(ctx), &spec{
 		op:      opRollback,
 		timeout: a.cfg.nodeTimeout,
+		life:    a.cfg.releaseTimeout(),
 		waitAll: true,
 		skip:    a.reserveRelease(on),
 		req: func(ctx context.Context, n *node) (int64, error) {

@@ -128,6 +128,8 @@ type spec struct {
 	op      string
 	quorum  int
 	timeout time.Duration
+	// life bounds each request, when longer than timeout.
+	life time.Duration
 	// waitAll keeps the round open, once its outcome is known, until every
 	// node that was not already stalled has answered or the timeout passed.
 	// Without it the round ends as soon as the quorum is reached or has
@@ -172,7 +174,12 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 		vals:  make([]int64, n),
 	}
 	wasStalled, send := flags[2*n:3*n], flags[3*n:]
-	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sp.timeout)
+	// The decision comes at sp.timeout, but a request may run on until
+	// sp.life: go-redis closes a connection whose request it gave up on, so
+	// a deadline as short as the node timeout would, on a machine too busy
+	// to meet it, make every request dial anew and miss it again. A reply
+	// that comes after the decision goes to the late handler.
+	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(sp.timeout, sp.life))
 	pending, waitFor := 0, 0
 	o.start = c.now()
 	for i, nd := range c.nodes {

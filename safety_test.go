@@ -232,7 +232,7 @@ func TestLateFenceWriteBackIsReleased(t *testing.T) {
 }
 
 // proxiedNodes starts n miniredis nodes, each behind a fault proxy, and a
-// go-redis client with go-redis's defaults (3 retries) through each proxy.
+// go-redis client with go-redis's default retries (3) through each proxy.
 func proxiedNodes(t *testing.T, n int) ([]*miniredis.Miniredis, []*faultproxy.Proxy, []redis.UniversalClient) {
 	t.Helper()
 	ms := make([]*miniredis.Miniredis, n)
@@ -243,7 +243,9 @@ func proxiedNodes(t *testing.T, n int) ([]*miniredis.Miniredis, []*faultproxy.Pr
 		p, err := faultproxy.New(ms[i].Addr(), uint64(i))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = p.Close() })
-		rc := redis.NewClient(&redis.Options{Addr: p.Addr()})
+		// One connection, which loadScripts opens: the lost reply is
+		// always the test's, never a new connection's handshake.
+		rc := redis.NewClient(&redis.Options{Addr: p.Addr(), PoolSize: 1})
 		t.Cleanup(func() { _ = rc.Close() })
 		ps[i], cs[i] = p, rc
 	}
