@@ -143,7 +143,7 @@ func (c *Client) Quorum() int { return c.quorum }
 // has returned. It then waits for the requests still in flight to end, but
 // not forever: a request to a hung node ends when go-redis gives up on it
 // (its ReadTimeout), and Close waits at most the longest ReadTimeout of the
-// nodes' go-redis clients plus a second (4s with go-redis's defaults; 1s when
+// nodes' go-redis clients plus a second (6s with go-redis's defaults; 1s when
 // reads have no timeout). A request that outlives that ends on its own.
 // Once Close has returned, the Observer and the logger are never called
 // again, even for a lock whose validity runs out later.
@@ -172,19 +172,15 @@ func (c *Client) Close() error {
 func (c *Client) closeGrace() time.Duration {
 	longest := time.Duration(0)
 	for _, n := range c.nodes {
-		rt := 3 * time.Second // go-redis's default, for clients we cannot ask
+		rt := 5 * time.Second // go-redis's default, for clients we cannot ask
 		switch rc := n.client.(type) {
 		case *redis.Client:
 			rt = rc.Options().ReadTimeout
 		case *redis.ClusterClient:
 			rt = rc.Options().ReadTimeout
 		}
-		switch {
-		case rt == 0:
-			rt = 3 * time.Second
-		case rt < 0:
-			rt = 0 // no timeout: nothing to wait for
-		}
+		// Options holds the values go-redis settled on: 0 or less means
+		// reads never time out, so there is nothing to wait for.
 		longest = max(longest, rt)
 	}
 	return longest + time.Second
