@@ -569,7 +569,8 @@ func TestLaterAttemptTakesOverEarlierLeftovers(t *testing.T) {
 	require.Nil(t, qerr)
 	require.Equal(t, "acq.2", l.Token())
 	st := l.Stats()
-	require.Equal(t, VoteNo, st.Nodes[2].Vote, "got %v on the node that holds a later attempt's value, want no", st.Nodes[2].Vote)
+	// The round may be decided before node 2 answers; it must never say yes.
+	require.NotEqual(t, VoteYes, st.Nodes[2].Vote, "got yes on the node that holds a later attempt's value, want no")
 	eventually(t, []*miniredis.Miniredis{ms[0], ms[1], ms[3], ms[4]}, "leftover", "acq.2")
 	require.Eventually(t, func() bool { return ms[0].TTL("leftover") == DefaultTTL }, 5*time.Second, time.Millisecond,
 		"the leftover's TTL is refreshed")
