@@ -111,10 +111,11 @@ func (l *Lock) markHeld(i int) {
 // It returns nil when at least a quorum of nodes still held the lock. A
 // release that go-redis sent again, after its connection failed, and whose
 // last copy found the key gone (or taken by the next holder), before Until,
-// on a node that held it, counts as released: the first copy deleted it. When fewer did (the lock had
-// expired, or nodes failed), or the lock was already unlocked, the error
-// matches ErrNotHeld; as a *QuorumError it says what each node answered.
-// Either way the lock is over: call Unlock once.
+// on a node that held it, counts as released: the first copy deleted it.
+// When fewer held it (the lock had expired, or nodes failed), or the lock
+// was already unlocked, the error matches ErrNotHeld; as a *QuorumError it
+// says what each node answered. Either way the lock is over: call Unlock
+// once.
 func (l *Lock) Unlock(ctx context.Context) error {
 	c := l.c
 	if err := c.enter(); err != nil {

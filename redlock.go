@@ -186,7 +186,8 @@ func (c *Client) closeGrace() time.Duration {
 	return longest + time.Second
 }
 
-// waitAtMost waits for wg, or until d has passed.
+// waitAtMost waits for wg, or until d has passed. When d passes first, the
+// goroutine it leaves waiting ends with the last request it waits for.
 func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
 	done := make(chan struct{})
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,15 +313,20 @@ func TestValidityDecidesTheAcquisition(t *testing.T) {
 	}
 }
 
-// gate is a go-redis hook that lets a command through to the server but holds
-// its reply until the gate opens: a node that is slow to answer.
+// gate is a go-redis hook that lets the commands it matches through to the
+// server but holds their replies until the gate opens: a node that is slow
+// to answer one kind of request.
 type gate struct {
-	cmd  string
-	open chan struct{}
-	once sync.Once
+	match   func(redis.Cmder) bool
+	open    chan struct{}
+	once    sync.Once
+	waiting atomic.Int32 // replies held so far
 }
 
-func newGate(cmd string) *gate { return &gate{cmd: cmd, open: make(chan struct{})} }
+// newGate holds the replies of every command named cmd.
+func newGate(cmd string) *gate {
+	return &gate{match: func(c redis.Cmder) bool { return c.Name() == cmd }, open: make(chan struct{})}
+}
 
 // release opens the gate; it may be called more than once.
 func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
@@ -332,7 +338,8 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if cmd.Name() == g.cmd {
+		if g.match(cmd) {
+			g.waiting.Add(1)
 			<-g.open
 		}
 		return err

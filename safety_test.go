@@ -148,36 +148,9 @@ func TestLateRollbackCannotDeleteALaterAttemptsKey(t *testing.T) {
 	}
 }
 
-// scriptGate is a go-redis hook that lets a script's commands through to the
-// node but holds their replies until the gate opens: a node slow to answer
-// one kind of request.
-type scriptGate struct {
-	script  *redis.Script
-	src     string
-	open    chan struct{}
-	once    sync.Once
-	waiting atomic.Int32
-}
-
-func newScriptGate(script *redis.Script, src string) *scriptGate {
-	return &scriptGate{script: script, src: src, open: make(chan struct{})}
-}
-
-func (g *scriptGate) release() { g.once.Do(func() { close(g.open) }) }
-
-func (g *scriptGate) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (g *scriptGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (g *scriptGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if isScript(cmd, g.script, g.src) {
-			g.waiting.Add(1)
-			<-g.open
-		}
-		return err
-	}
+// newScriptGate holds the replies of script's commands (src is its source).
+func newScriptGate(script *redis.Script, src string) *gate {
+	return &gate{match: func(c redis.Cmder) bool { return isScript(c, script, src) }, open: make(chan struct{})}
 }
 
 // loadScripts loads every lock script on the nodes, so that the first
@@ -191,17 +164,26 @@ func loadScripts(t *testing.T, cs []redis.UniversalClient) {
 	}
 }
 
+// fencedNodes starts five miniredis nodes whose last slow ones hold the
+// replies of the fence write-back until the gate opens, and a fencing Client
+// on them.
+func fencedNodes(t *testing.T, slow int) (fast, late []*miniredis.Miniredis, c *Client, g *gate) {
+	t.Helper()
+	g = newScriptGate(fenceScript, holdsLua+fenceLua)
+	fast, fcs := minis(t, 5-slow)
+	late, scs := minis(t, slow, g)
+	cs := append(fcs, scs...)
+	loadScripts(t, cs)
+	c = newClient(t, cs, WithFencing(true), WithNodeTimeout(100*time.Millisecond))
+	t.Cleanup(g.release)
+	return fast, late, c, g
+}
+
 func TestLateFenceWriteBackIsReleased(t *testing.T) {
 	t.Run("failed write-back", func(t *testing.T) {
 		// Three of five nodes answer the write-back late: the attempt
 		// fails, and their late answers must release what they hold.
-		g := newScriptGate(fenceScript, holdsLua+fenceLua)
-		fast, fcs := minis(t, 2)
-		slow, scs := minis(t, 3, g)
-		cs := append(fcs, scs...)
-		loadScripts(t, cs)
-		c := newClient(t, cs, WithFencing(true), WithNodeTimeout(100*time.Millisecond))
-		t.Cleanup(g.release)
+		fast, slow, c, g := fencedNodes(t, 3)
 		_, err := c.TryLock(t.Context(), "wb")
 		require.ErrorIs(t, err, ErrNotAcquired)
 		require.Contains(t, err.Error(), "fence not written back")
@@ -215,13 +197,7 @@ func TestLateFenceWriteBackIsReleased(t *testing.T) {
 	t.Run("unlock races the write-back", func(t *testing.T) {
 		// Two nodes answer the write-back late; the lock is won on the
 		// other three and unlocked at once.
-		g := newScriptGate(fenceScript, holdsLua+fenceLua)
-		fast, fcs := minis(t, 3)
-		slow, scs := minis(t, 2, g)
-		cs := append(fcs, scs...)
-		loadScripts(t, cs)
-		c := newClient(t, cs, WithFencing(true), WithNodeTimeout(100*time.Millisecond))
-		t.Cleanup(g.release)
+		fast, slow, c, g := fencedNodes(t, 2)
 		l, err := c.TryLock(t.Context(), "wb-unlock")
 		require.NoError(t, err)
 		require.NoError(t, l.Unlock(t.Context()))
