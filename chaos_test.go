@@ -911,11 +911,20 @@ func lateDeliveryScenario(name string, control bool) chaosScenario {
 	if control {
 		sc.opts = []Option{withSharedValue()}
 		sc.fencing = false
+		// Later than go-redis waits (its 50-100ms ReadTimeout, and the
+		// request's life of a TTL): the rollback must land after the
+		// Client freed the node and moved on.
+		sc.faults = func(r *chaosRun) {
+			r.at(0.05)
+			r.during(&lateFault{nodes: []int{0, 1, 2, 3, 4}, prob: 0.2, min: 100 * time.Millisecond, max: 2 * r.load.ttl},
+				r.load.duration*9/10)
+		}
 		sc.load = func(l *chaosLoad) {
 			// One key, more Clients, and holds of most of the TTL: many
 			// split votes, so many rollbacks for a late one to strike,
-			// and holders that are still there when it does.
-			lateLoad(l)
+			// and holders that are still there when it does. The default
+			// node timeout (30ms): go-redis gives up sooner, so more
+			// rollbacks outlive it.
 			l.keys = 1
 			l.holdMax = l.ttl / 2
 		}
