@@ -8,9 +8,12 @@
 // lock's token atomically on each node, in Lua, so they never touch another
 // holder's key.
 //
-// Each node holds a plain string, SET key token NX PX ttl, the same layout as
-// go-redsync/redsync and the reference redlock-rb and redlock-py clients: a
-// key held by one of them blocks the others.
+// Each node holds a plain string, written with SET key value PX ttl NX GET
+// (Redis 7.0 or later; older servers get the same effect from a script). It is
+// the same layout as go-redsync/redsync and the reference redlock-rb and
+// redlock-py clients: a key held by one of them blocks the others. Each
+// attempt of one Lock call writes its own value, so a late or repeated request
+// of an earlier attempt never deletes what a later one counted.
 //
 // A Client is safe for concurrent use by many goroutines. See docs/ALGORITHM.md
 // for the algorithm step by step, and the README for the safety caveats.
