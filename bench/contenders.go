@@ -16,7 +16,10 @@ const (
 	nameOurs        = "redlock"
 	nameOursPolling = "redlock (polling)"
 	nameRedsync     = "redsync"
-	nameFloor       = "floor"
+	nameFloor       = "plain floor"
+	// namePipeFloor is the floor on go-redis's AutoPipeline: the reference
+	// for a pipelined transport.
+	namePipeFloor = "pipelined floor"
 	// nameRedsyncCtx is redsync on go-redis clients built with
 	// ContextTimeoutEnabled, so that its 400 ms attempt deadline reaches
 	// the socket reads; only the degraded measure runs it.
@@ -83,8 +86,21 @@ func newContender(name string, addrs []string, opts ...redlock.Option) (*contend
 		// redsync does not track its requests; closing the clients makes
 		// any still in flight fail at once.
 		c.close = cs.close
-	case nameFloor:
-		f := newFloor(cs.clients)
+	case nameFloor, namePipeFloor:
+		var f *floor
+		if name == nameFloor {
+			nodes := make([]redis.Cmdable, len(cs.clients))
+			for i, rc := range cs.clients {
+				nodes[i] = rc
+			}
+			f = newFloor(nodes)
+		} else {
+			var err error
+			if f, err = newPipelinedFloor(cs.clients); err != nil {
+				cs.close()
+				return nil, err
+			}
+		}
 		c.lock = func(ctx context.Context, key string) (held, error) {
 			l, err := f.Lock(ctx, key)
 			if err != nil {

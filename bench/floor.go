@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -19,8 +20,13 @@ import (
 // token. What it leaves out, the library must pay for: per-node timeouts of
 // its own (the floor relies on go-redis's ReadTimeout), rollback of a failed
 // attempt, late-reply handling, diagnostics, lifecycle.
+//
+// The same code runs on two transports: the plain floor sends each command
+// on a pooled connection of its own (*redis.Client), the pipelined floor
+// sends it through go-redis's AutoPipeline, which batches the commands that
+// concurrent callers send to one node into one pipeline.
 type floor struct {
-	nodes  []*redis.Client
+	nodes  []redis.Cmdable
 	quorum int
 	ttl    time.Duration
 	drift  time.Duration
@@ -32,9 +38,26 @@ var errFloorNotAcquired = errors.New("floor: not acquired")
 // floorRelease deletes KEYS[1] only while it holds ARGV[1].
 var floorRelease = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
 
-func newFloor(nodes []*redis.Client) *floor {
+func newFloor(nodes []redis.Cmdable) *floor {
 	const ttl = 10 * time.Second
 	return &floor{nodes: nodes, quorum: len(nodes)/2 + 1, ttl: ttl, drift: ttl/100 + 2*time.Millisecond}
+}
+
+// newPipelinedFloor is the floor on go-redis's blocking AutoPipeline, one per
+// node, with its default options (EXPERIMENTAL in go-redis v9.23: one batch
+// in flight per node, no linger timer, so a lone command goes out at once and
+// batches grow only while a batch is in flight). Closing the clients closes
+// the AutoPipeliners.
+func newPipelinedFloor(clients []*redis.Client) (*floor, error) {
+	nodes := make([]redis.Cmdable, len(clients))
+	for i, c := range clients {
+		ap, err := c.AutoPipeline()
+		if err != nil {
+			return nil, fmt.Errorf("bench: AutoPipeline of node %d: %w", i, err)
+		}
+		nodes[i] = ap
+	}
+	return newFloor(nodes), nil
 }
 
 type floorLock struct {

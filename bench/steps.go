@@ -16,13 +16,13 @@ import (
 	"github.com/redlockgo/redlock/internal/faultproxy"
 )
 
-// The contenders of each measure. The floor has no wait policy (it makes no
-// retries by definition), so it sits out the contended measure; our polling
-// mode joins it instead.
+// The contenders of each measure. The floors have no wait policy (they make
+// no retries by definition), so they sit out the contended measure; our
+// polling mode joins it instead.
 var (
-	mainNames      = []string{nameOurs, nameRedsync, nameFloor}
+	mainNames      = []string{nameOurs, nameRedsync, nameFloor, namePipeFloor}
 	contendedNames = []string{nameOurs, nameOursPolling, nameRedsync}
-	degradedNames  = []string{nameOurs, nameRedsync, nameRedsyncCtx, nameFloor}
+	degradedNames  = []string{nameOurs, nameRedsync, nameRedsyncCtx, nameFloor, namePipeFloor}
 	parallelLevels = []int{32, 128}
 	scaleNodes     = []int{3, 5, 7, 9}
 )
@@ -258,13 +258,13 @@ func measureRenewals(ctx context.Context, cl *cluster, res *results) error {
 
 // profiles writes CPU profiles of the sequential and the 32-goroutine
 // parallel measure, and allocation profiles of the sequential one, for
-// redlock and the floor, so that `go tool pprof` shows where the library
-// spends more than the floor.
+// redlock and both floors, so that `go tool pprof` shows where the library
+// spends more than the floors.
 func profiles(ctx context.Context, cl *cluster, s settings, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	cs, err := contenders(cl.addrs(mainNodes), nameOurs, nameFloor)
+	cs, err := contenders(cl.addrs(mainNodes), nameOurs, nameFloor, namePipeFloor)
 	if err != nil {
 		return err
 	}
