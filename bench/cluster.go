@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,92 +61,11 @@ func (h *harnessTB) close() {
 	}
 }
 
-// cmdCounter is a go-redis hook that counts what one client sends. Counting
-// is off until enabled, so that the hook costs one atomic load otherwise.
-type cmdCounter struct {
-	on        atomic.Bool
-	cmds      atomic.Int64 // commands, pipelined ones included
-	roundTrip atomic.Int64 // single commands plus pipelines
-
-	mu     sync.Mutex
-	byName map[string]int64 // guarded by mu
-}
-
-func newCmdCounter() *cmdCounter { return &cmdCounter{byName: make(map[string]int64)} }
-
-func (c *cmdCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if c.on.Load() {
-			c.cmds.Add(1)
-			c.roundTrip.Add(1)
-			c.mu.Lock()
-			c.byName[cmd.Name()]++
-			c.mu.Unlock()
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if c.on.Load() {
-			c.cmds.Add(int64(len(cmds)))
-			c.roundTrip.Add(1)
-			c.mu.Lock()
-			for _, cmd := range cmds {
-				c.byName[cmd.Name()]++
-			}
-			c.mu.Unlock()
-		}
-		return next(ctx, cmds)
-	}
-}
-
-// counts is a snapshot of counters.
-type counts struct {
-	cmds, roundTrips int64
-	byName           map[string]int64
-}
-
-func (c *cmdCounter) snapshot() counts {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := make(map[string]int64, len(c.byName))
-	for k, v := range c.byName {
-		m[k] = v
-	}
-	return counts{cmds: c.cmds.Load(), roundTrips: c.roundTrip.Load(), byName: m}
-}
-
-func (a counts) sub(b counts) counts {
-	d := counts{cmds: a.cmds - b.cmds, roundTrips: a.roundTrips - b.roundTrips, byName: make(map[string]int64)}
-	for k, v := range a.byName {
-		if v -= b.byName[k]; v != 0 {
-			d.byName[k] = v
-		}
-	}
-	return d
-}
-
-func (a counts) add(b counts) counts {
-	d := counts{cmds: a.cmds + b.cmds, roundTrips: a.roundTrips + b.roundTrips, byName: make(map[string]int64)}
-	for k, v := range a.byName {
-		d.byName[k] += v
-	}
-	for k, v := range b.byName {
-		d.byName[k] += v
-	}
-	return d
-}
-
 // clientSet is one go-redis client per node, as a user would build them:
 // go-redis defaults apart from the address. Each contender gets its own set,
 // so that no contender warms another's connection pools.
 type clientSet struct {
-	clients  []*redis.Client
-	counters []*cmdCounter
+	clients []*redis.Client
 }
 
 func newClientSet(addrs []string) *clientSet { return newClientSetWith(addrs, nil) }
@@ -160,11 +78,7 @@ func newClientSetWith(addrs []string, opt func(*redis.Options)) *clientSet {
 		if opt != nil {
 			opt(o)
 		}
-		c := redis.NewClient(o)
-		ctr := newCmdCounter()
-		c.AddHook(ctr)
-		s.clients = append(s.clients, c)
-		s.counters = append(s.counters, ctr)
+		s.clients = append(s.clients, redis.NewClient(o))
 	}
 	return s
 }
@@ -175,20 +89,6 @@ func (s *clientSet) universal() []redis.UniversalClient {
 		u[i] = c
 	}
 	return u
-}
-
-func (s *clientSet) count(on bool) {
-	for _, c := range s.counters {
-		c.on.Store(on)
-	}
-}
-
-func (s *clientSet) snapshot() counts {
-	total := counts{byName: map[string]int64{}}
-	for _, c := range s.counters {
-		total = total.add(c.snapshot())
-	}
-	return total
 }
 
 func (s *clientSet) close() {
@@ -238,28 +138,79 @@ func (cl *cluster) redisVersion(ctx context.Context) string {
 	return infoField(info, "redis_version")
 }
 
-// commandCalls sums, over the first n servers, the calls of the named
-// commands from INFO commandstats.
-func (cl *cluster) commandCalls(ctx context.Context, n int, names ...string) int64 {
-	var total int64
-	for _, c := range cl.admin[:n] {
-		info, err := c.Info(ctx, "commandstats").Result()
+// serverCounts is what one redis-server has processed, from INFO stats and
+// INFO commandstats. The servers count every command whatever the client's
+// transport, so the harness counts there rather than in go-redis hooks.
+type serverCounts struct {
+	cmds   int64            // total_commands_processed
+	reads  int64            // total_reads_processed: read events, one per batch a client wrote
+	byName map[string]int64 // calls per command, from cmdstat_<name>
+}
+
+// counts reads the counters of the first n servers, with one INFO each.
+func (cl *cluster) counts(ctx context.Context, n int) []serverCounts {
+	out := make([]serverCounts, n)
+	for i, c := range cl.admin[:n] {
+		out[i].byName = map[string]int64{}
+		info, err := c.Info(ctx, "stats", "commandstats").Result()
 		if err != nil {
 			continue
 		}
-		for _, name := range names {
-			// cmdstat_subscribe:calls=3,usec=...
-			line := infoField(info, "cmdstat_"+name)
-			if rest, ok := strings.CutPrefix(line, "calls="); ok {
-				if i := strings.IndexByte(rest, ','); i >= 0 {
-					rest = rest[:i]
+		for line := range strings.SplitSeq(info, "\n") {
+			line = strings.TrimSpace(line)
+			if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
+				out[i].cmds, _ = strconv.ParseInt(v, 10, 64)
+			} else if v, ok := strings.CutPrefix(line, "total_reads_processed:"); ok {
+				out[i].reads, _ = strconv.ParseInt(v, 10, 64)
+			} else if rest, ok := strings.CutPrefix(line, "cmdstat_"); ok {
+				// cmdstat_evalsha:calls=3,usec=...
+				name, stats, _ := strings.Cut(rest, ":")
+				if v, ok := strings.CutPrefix(stats, "calls="); ok {
+					v, _, _ = strings.Cut(v, ",")
+					out[i].byName[name], _ = strconv.ParseInt(v, 10, 64)
 				}
-				v, _ := strconv.ParseInt(rest, 10, 64)
-				total += v
 			}
 		}
 	}
-	return total
+	return out
+}
+
+// since returns what the server processed between the snapshots b and a,
+// less the harness's own INFO: a server counts a command after running it,
+// so the earlier INFO is in the difference, and counts a read before
+// running what it read, so the later INFO's read is.
+func (a serverCounts) since(b serverCounts) serverCounts {
+	d := serverCounts{byName: map[string]int64{}}
+	for k, v := range a.byName {
+		if v -= b.byName[k]; v != 0 && k != "info" {
+			d.byName[k] = v
+		}
+	}
+	d.cmds = a.cmds - b.cmds - (a.byName["info"] - b.byName["info"])
+	d.reads = a.reads - b.reads - 1
+	return d
+}
+
+// countsSince is since for each server.
+func countsSince(after, before []serverCounts) []serverCounts {
+	out := make([]serverCounts, len(after))
+	for i := range after {
+		out[i] = after[i].since(before[i])
+	}
+	return out
+}
+
+// total adds up the counts of several servers.
+func total(cs []serverCounts) serverCounts {
+	t := serverCounts{byName: map[string]int64{}}
+	for _, c := range cs {
+		t.cmds += c.cmds
+		t.reads += c.reads
+		for k, v := range c.byName {
+			t.byName[k] += v
+		}
+	}
+	return t
 }
 
 // serverCPU returns the CPU time (user + system) the first n servers have

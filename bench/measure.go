@@ -219,7 +219,7 @@ type contResult struct {
 	minPer        int     // fewest acquisitions by one goroutine
 	maxPer        int     // most acquisitions by one goroutine
 	overlaps      int     // an acquisition before the previous holder called Unlock
-	cmdsPerAcq    float64 // commands sent per acquisition, SUBSCRIBE/UNSUBSCRIBE included
+	cmdsPerAcq    float64 // commands the servers processed per acquisition
 	cmdBreakdown  map[string]float64
 	unlockErrs    int
 	unlockReturns time.Duration // median Unlock duration
@@ -243,9 +243,7 @@ func contended(ctx context.Context, cl *cluster, nodes int, c *contender, g int,
 	hard, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
 
-	subsBefore := cl.commandCalls(ctx, nodes, "subscribe", "unsubscribe")
-	c.clients.count(true)
-	before := c.clients.snapshot()
+	before := cl.counts(ctx, nodes)
 	var windowEnd time.Time
 	for w := range g {
 		wg.Go(func() {
@@ -281,9 +279,7 @@ func contended(ctx context.Context, cl *cluster, nodes int, c *contender, g int,
 	close(start)
 	wg.Wait()
 	time.Sleep(50 * time.Millisecond) // let UNSUBSCRIBE reach the servers
-	after := c.clients.snapshot()
-	c.clients.count(false)
-	subs := cl.commandCalls(ctx, nodes, "subscribe", "unsubscribe") - subsBefore
+	delta := total(countsSince(cl.counts(ctx, nodes), before))
 
 	slices.SortFunc(tenures, func(a, b tenure) int { return a.acquired.Compare(b.acquired) })
 	r := contResult{total: len(tenures), failedCalls: int(failed.Load()), unlockErrs: int(uerrs.Load())}
@@ -323,15 +319,11 @@ func contended(ctx context.Context, cl *cluster, nodes int, c *contender, g int,
 	}
 	r.minPer, r.maxPer = slices.Min(per), slices.Max(per)
 	r.unlockReturns = pct(unl, 50)
-	delta := after.sub(before)
 	if r.total > 0 {
-		r.cmdsPerAcq = float64(delta.cmds+subs) / float64(r.total)
+		r.cmdsPerAcq = float64(delta.cmds) / float64(r.total)
 		r.cmdBreakdown = make(map[string]float64)
 		for k, v := range delta.byName {
 			r.cmdBreakdown[k] = float64(v) / float64(r.total)
-		}
-		if subs > 0 {
-			r.cmdBreakdown["(un)subscribe"] = float64(subs) / float64(r.total)
 		}
 	}
 	return r

@@ -21,8 +21,8 @@ type renewResult struct {
 	window     time.Duration
 	idleCPU    float64   // process CPU seconds per second, before any lock
 	cpu        float64   // process CPU seconds per second while holding them
-	roundTrips []float64 // per node: pipelines and single commands per second
-	cmds       []float64 // per node: commands per second
+	reads      []float64 // per node: read events per second (total_reads_processed), one per batch the client wrote
+	cmds       []float64 // per node: commands per second (total_commands_processed)
 	serverCPU  []float64 // per node: redis-server CPU seconds per second
 	lost       int       // locks whose Done closed during the window
 	unlockErrs int
@@ -47,8 +47,8 @@ const takers = 8
 
 // renewals has one Client hold n auto-extended locks and measures what
 // keeping them costs over the window: this process's CPU (getrusage), the
-// round trips and commands sent to each node (a go-redis hook), and each
-// redis-server's CPU (INFO cpu).
+// batches (read events) and commands each node processed (INFO stats), and
+// each redis-server's CPU (INFO cpu).
 func renewals(ctx context.Context, cl *cluster, nodes, n int, ttl, window time.Duration, logf func(string, ...any)) (*renewResult, error) {
 	cs := newClientSet(cl.addrs(nodes))
 	defer cs.close()
@@ -108,22 +108,19 @@ func renewals(ctx context.Context, cl *cluster, nodes, n int, ttl, window time.D
 
 	// Start the window once the renewals of the first locks are under way.
 	time.Sleep(ttl / 3)
-	cs.count(true)
-	before := make([]counts, nodes)
-	for i, ctr := range cs.counters {
-		before[i] = ctr.snapshot()
-	}
+	before := cl.counts(ctx, nodes)
 	srv0 := cl.serverCPU(ctx, nodes)
 	cpu0, t0 = processCPU(), time.Now()
 	time.Sleep(window)
 	cpu1, el := processCPU(), time.Since(t0)
 	srv1 := cl.serverCPU(ctx, nodes)
-	cs.count(false)
+	// serverCPU's INFO is one more command and read per node, after the
+	// counts' own; take them out too.
+	d := countsSince(cl.counts(ctx, nodes), before)
 	r.cpu = (cpu1 - cpu0).Seconds() / el.Seconds()
-	for i, ctr := range cs.counters {
-		d := ctr.snapshot().sub(before[i])
-		r.roundTrips = append(r.roundTrips, float64(d.roundTrips)/el.Seconds())
-		r.cmds = append(r.cmds, float64(d.cmds)/el.Seconds())
+	for i := range nodes {
+		r.reads = append(r.reads, float64(d[i].reads-2)/el.Seconds())
+		r.cmds = append(r.cmds, float64(d[i].cmds)/el.Seconds())
 		r.serverCPU = append(r.serverCPU, (srv1[i]-srv0[i]).Seconds()/el.Seconds())
 	}
 	for _, l := range locks {

@@ -20,7 +20,8 @@ type results struct {
 
 	seq          map[string][]latencies // (a), by contender, one per round
 	seqErrs      map[string]*errCount
-	seqCmds      map[string][]float64 // commands sent per cycle
+	seqCmds      map[string][]float64 // commands the servers processed per cycle
+	seqReads     map[string][]float64 // read events on the servers per cycle
 	ping1, pingQ []latencies
 
 	par     map[int]map[string][]parResult // (b), by goroutines, then contender
@@ -170,7 +171,8 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	p("Each contender has its own go-redis v9 clients with default options. Contenders run in turn within each\n")
 	p("round (A, B, C, A, B, C, …): %d rounds for (a), (b), (e) and (f), %d for (c), %d for (d). A figure is the median\n", s.rounds, s.contRounds, s.degradedRounds)
 	p("over rounds; a comparison is the median of the per-round ratios, with the lowest and highest round in\n")
-	p("brackets.\n\n")
+	p("brackets. Commands and batches are counted by the servers themselves (INFO stats and commandstats, the\n")
+	p("harness's own INFO calls taken out), so the count does not depend on the client's transport.\n\n")
 	p("- **redlock**: this library, defaults (`redlock.New(nodes)`; TTL 10 s, pub/sub wake-up on).\n")
 	p("- **redsync**: go-redsync/redsync v4, defaults (`redsync.New(goredis.NewPool(c)...)`, `NewMutex(key)`; expiry 8 s, 32 tries, 50–250 ms between tries).\n")
 	p("- **plain floor**: written in the harness ([`bench/floor.go`](../bench/floor.go)): `SET NX PX` to every node at once, decision at the\n")
@@ -217,27 +219,30 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		p("One goroutine, a new key each time, %d cycles per contender per round. Latency is Lock plus Unlock.\n", s.seqOps)
 		p("\"Round trips\" divide the p50 by the p50 of a single PING to one node, and by the p50 of a PING sent to\n")
 		p("all %d nodes at once, counted at the quorum-th reply (what the floor pays twice per cycle), both measured in\n", mainNodes)
-		p("the same rounds.\n\n")
+		p("the same rounds. *Commands* and *batches* per cycle are what all %d servers processed during the contender's\n", mainNodes)
+		p("turn, divided by its cycles: `total_commands_processed` and `total_reads_processed` (one read event per\n")
+		p("batch a client wrote) from INFO stats.\n\n")
 		if chartDir != "" {
 			p("![Sequential lock+unlock latency by contender](perf-latency.svg)\n\n")
 		}
-		p("| Contender | p50 | p90 | p99 | p50 in one-node PINGs | p50 in quorum fan-out PINGs | commands per cycle | errors |\n|---|---|---|---|---|---|---|---|\n")
+		p("| Contender | p50 | p90 | p99 | p50 in one-node PINGs | p50 in quorum fan-out PINGs | commands per cycle | batches per cycle | errors |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, name := range mainNames {
 			ls := res.seq[name]
-			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
+			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
 				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p50 })),
 				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p90 })),
 				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p99 })),
 				fmtNum(ratioOf(p50s(ls), p50s(res.ping1)).median()),
 				fmtNum(ratioOf(p50s(ls), p50s(res.pingQ)).median()),
 				fmtNum(median(res.seqCmds[name])),
+				fmtNum(median(res.seqReads[name])),
 				res.seqErrs[name])
 		}
 		for _, pg := range []struct {
 			name string
 			ls   []latencies
 		}{{"PING, one node", res.ping1}, {fmt.Sprintf("PING, %d nodes, quorum-th reply", mainNodes), res.pingQ}} {
-			p("| _%s_ | %s | %s | %s | | | | |\n", pg.name,
+			p("| _%s_ | %s | %s | %s | | | | | |\n", pg.name,
 				fmtDur(medDur(pg.ls, func(l latencies) time.Duration { return l.p50 })),
 				fmtDur(medDur(pg.ls, func(l latencies) time.Duration { return l.p90 })),
 				fmtDur(medDur(pg.ls, func(l latencies) time.Duration { return l.p99 })))
@@ -285,9 +290,10 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		p("(across redsync's give-ups, which count as failed calls). *Gap* runs from the return of one holder's Unlock\n")
 		p("to the next acquisition, only for handoffs to a different goroutine; it is negative when the next holder got\n")
 		p("the lock before the releasing Unlock had returned. *Same holder* is the share of consecutive acquisitions by\n")
-		p("the same goroutine. Commands are counted by a go-redis hook on each contender's clients, plus SUBSCRIBE and\n")
-		p("UNSUBSCRIBE from the servers' INFO commandstats (pub/sub commands bypass the hooks). The floor sits out: it has\n")
-		p("no wait policy. *redlock (polling)* is redlock with `WithPubSub(false)`.\n\n")
+		p("the same goroutine. *Commands* are what the servers processed in the contender's turn (INFO\n")
+		p("`total_commands_processed`, SUBSCRIBE and UNSUBSCRIBE included), divided by all its acquisitions; by command\n")
+		p("from INFO commandstats. The floors sit out: they have no wait policy. *redlock (polling)* is redlock with\n")
+		p("`WithPubSub(false)`.\n\n")
 		if chartDir != "" {
 			p("![Wait percentiles under contention](perf-contention.svg)\n\n")
 		}
@@ -427,12 +433,13 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		p("## (g) Renewals\n\n")
 		p("One redlock Client on %d nodes holds %d locks taken with `WithAutoExtend(true)` and TTL %v, so each is\n", mainNodes, r.locks, r.ttl)
 		p("renewed every %v: %.0f extensions per second per node are due. Taking them took %v (%d goroutines).\n", r.ttl/3, float64(r.locks)/(r.ttl/3).Seconds(), r.acquire.Round(time.Millisecond), r.takers)
-		p("Over a %v window: this process's CPU from getrusage, round trips (a pipeline or a single command) and\n", r.window)
-		p("commands per node from a go-redis hook, and each redis-server's CPU from INFO cpu.\n\n")
+		p("Over a %v window: this process's CPU from getrusage; per node, the batches (pipelines or single commands)\n", r.window)
+		p("and commands it processed, from INFO stats (`total_reads_processed`: one read event per batch the client\n")
+		p("wrote; `total_commands_processed`), and its CPU from INFO cpu.\n\n")
 		p("| | per second |\n|---|---|\n")
 		p("| client CPU, idle Client before the locks | %.1f ms |\n", r.idleCPU*1000)
 		p("| client CPU, holding the locks | %.1f ms (%.1f %% of one core) |\n", r.cpu*1000, r.cpu*100)
-		p("| round trips per node | %s |\n", perNode(r.roundTrips, "%.1f"))
+		p("| pipelines (server read events) per node | %s |\n", perNode(r.reads, "%.1f"))
 		p("| commands per node | %s |\n", perNode(r.cmds, "%.0f"))
 		p("| redis-server CPU per node | %s ms |\n", perNode(scale(r.serverCPU, 1000), "%.1f"))
 		p("\nLocks lost during the window: %d of %d. Unlock errors afterwards (%d goroutines): %d.\n", r.lost, r.locks, r.takers, r.unlockErrs)

@@ -50,22 +50,22 @@ func measureSequential(ctx context.Context, cl *cluster, res *results) error {
 	res.seq = map[string][]latencies{}
 	res.seqErrs = map[string]*errCount{}
 	res.seqCmds = map[string][]float64{}
+	res.seqReads = map[string][]float64{}
 	for r := range s.rounds {
 		logf("(a) %s", roundName("sequential", r, s.rounds))
 		for _, c := range cs {
 			keys := keysFor(fmt.Sprintf("a:%s:%d", c.name, r), s.seqOps)
 			lat := make([]time.Duration, len(keys))
-			c.clients.count(true)
-			before := c.clients.snapshot()
+			before := cl.counts(ctx, mainNodes)
 			if res.seqErrs[c.name] == nil {
 				res.seqErrs[c.name] = &errCount{}
 			}
 			seqOps(ctx, c, keys, lat, nil, 0, res.seqErrs[c.name])
 			time.Sleep(5 * time.Millisecond) // the last cycle's stragglers
-			cmds := c.clients.snapshot().sub(before)
-			c.clients.count(false)
+			d := total(countsSince(cl.counts(ctx, mainNodes), before))
 			res.seq[c.name] = append(res.seq[c.name], summarise(lat))
-			res.seqCmds[c.name] = append(res.seqCmds[c.name], float64(cmds.cmds)/float64(len(keys)))
+			res.seqCmds[c.name] = append(res.seqCmds[c.name], float64(d.cmds)/float64(len(keys)))
+			res.seqReads[c.name] = append(res.seqReads[c.name], float64(d.reads)/float64(len(keys)))
 		}
 		res.ping1 = append(res.ping1, summarise(pingOne(ctx, pings.clients[0], s.seqOps)))
 		res.pingQ = append(res.pingQ, summarise(pingQuorum(ctx, pings.clients, s.seqOps)))
