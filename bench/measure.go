@@ -57,37 +57,44 @@ func seqOps(ctx context.Context, c *contender, keys []string, lat, lockLat []tim
 	return len(keys)
 }
 
-// errCount counts failed Lock and Unlock calls, and keeps the first error
-// of each kind to show in the report. It is safe for concurrent use; a nil
-// *errCount counts nothing.
+// errCount counts failed Lock and Unlock calls, by kind (see errKind), and
+// keeps the first error of each call to show in the report. It is safe for
+// concurrent use; a nil *errCount counts nothing.
 type errCount struct {
 	mu                  sync.Mutex
-	lock, unlock        int    // guarded by mu
-	firstLock, firstUnl string // guarded by mu
+	lock, unlock        int            // guarded by mu
+	firstLock, firstUnl string         // guarded by mu
+	lockKinds, unlKinds map[string]int // guarded by mu
 }
 
 func (e *errCount) lockFailed(err error) {
 	if e == nil {
 		return
 	}
+	k := errKind(err)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.lock++
-	if e.firstLock == "" {
+	if e.lock == 1 {
 		e.firstLock = err.Error()
+		e.lockKinds = map[string]int{}
 	}
+	e.lockKinds[k]++
 }
 
 func (e *errCount) unlockFailed(err error) {
 	if e == nil {
 		return
 	}
+	k := errKind(err)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.unlock++
-	if e.firstUnl == "" {
+	if e.unlock == 1 {
 		e.firstUnl = err.Error()
+		e.unlKinds = map[string]int{}
 	}
+	e.unlKinds[k]++
 }
 
 func (e *errCount) total() int {
@@ -97,6 +104,16 @@ func (e *errCount) total() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.lock + e.unlock
+}
+
+// unlocks is the number of failed Unlock calls.
+func (e *errCount) unlocks() int {
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.unlock
 }
 
 // String reads "3 (Lock 1, Unlock 2)", or "0".

@@ -254,6 +254,7 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		p("Per-round ratios of the p99: redlock / floor %s; redlock / redsync %s.\n\n",
 			ratioOf(p99s(res.seq[nameOurs]), p99s(res.seq[nameFloor])),
 			ratioOf(p99s(res.seq[nameOurs]), p99s(res.seq[nameRedsync])))
+		errorSamples(p, "sequential", res.seqErrs)
 	}
 
 	if res.par != nil {
@@ -458,8 +459,8 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	return err
 }
 
-// errorSamples prints the first error of each kind, per contender, when
-// there were any.
+// errorSamples prints, per contender that had errors, the count of each
+// kind of error (see errKind) and the first error of each call in full.
 func errorSamples(p func(string, ...any), where string, errs map[string]*errCount) {
 	any := false
 	for _, name := range sortedKeys(errs) {
@@ -469,11 +470,21 @@ func errorSamples(p func(string, ...any), where string, errs map[string]*errCoun
 		}
 		any = true
 		e.mu.Lock()
-		if e.firstLock != "" {
-			p("- %s, %s, first Lock error: `%s`\n", where, name, e.firstLock)
-		}
-		if e.firstUnl != "" {
-			p("- %s, %s, first Unlock error: `%s`\n", where, name, e.firstUnl)
+		for _, call := range []struct {
+			name  string
+			kinds map[string]int
+			first string
+		}{{"Lock", e.lockKinds, e.firstLock}, {"Unlock", e.unlKinds, e.firstUnl}} {
+			if len(call.kinds) == 0 {
+				continue
+			}
+			p("- %s, %s, %s errors by kind:\n", where, name, call.name)
+			kinds := sortedKeys(call.kinds)
+			slices.SortStableFunc(kinds, func(a, b string) int { return call.kinds[b] - call.kinds[a] })
+			for _, k := range kinds {
+				p("  - %d × `%s`\n", call.kinds[k], k)
+			}
+			p("  - the first in full: `%s`\n", call.first)
 		}
 		e.mu.Unlock()
 	}
