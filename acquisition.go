@@ -36,6 +36,10 @@ type acquisition struct {
 	t    *target
 	// made counts the attempts so far. Only the calling goroutine uses it.
 	made int
+	// waiting holds the markers of the keys once the call waits for their
+	// release: each attempt sets them first, so that the holder's release
+	// is announced. Only the calling goroutine sets it.
+	waiting []string
 
 	mu sync.Mutex
 	// busy counts, per node, this acquisition's requests in flight, of
@@ -160,8 +164,8 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		timeout: cfg.nodeTimeout,
 		life:    cfg.releaseTimeout(),
 		skip:    at.reserve(func(int) bool { return true }),
-		req: func(ctx context.Context, n *node) (int64, error) {
-			return n.acquire(ctx, c, t, at.value, ttl, cfg)
+		start: func(_ context.Context, lg *leg) {
+			lg.n.pipe.submit(&acquireJob{leg: *lg, t: t, tk: at.value, ttl: ttl, cfg: cfg, how: lg.n.acquireHow(t, cfg), mark: a.waiting})
 		},
 	})
 	at.gathered(o, true)
@@ -275,16 +279,28 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 		timeout: a.cfg.nodeTimeout,
 		life:    a.cfg.releaseTimeout(),
 		skip:    func(i int) error { return skip[i] },
-		req: func(ctx context.Context, n *node) (int64, error) {
-			if !at.awaitAcquired(ctx, n.index) {
-				if err := ctx.Err(); err != nil {
-					return 0, err
+		start: func(ctx context.Context, lg *leg) {
+			send := func(yes bool) {
+				if !yes {
+					// Not a yes: nothing to raise. A failure, not a no,
+					// so that a failed acquire is still rolled back.
+					lg.deliver(0, errNoAcquire)
+					return
 				}
-				// Not a yes: nothing to raise. A failure, not a no, so
-				// that a failed acquire is still rolled back.
-				return 0, errNoAcquire
+				lg.n.pipe.submit(&fenceJob{leg: *lg, t: t, value: at.value.value, fence: fence})
 			}
-			return n.writeFence(ctx, t, at.value.value, fence)
+			if answered, yes := at.acquireReply(lg.n.index); answered {
+				send(yes)
+				return
+			}
+			lg.wait(ctx, func(ctx context.Context) {
+				yes := at.awaitAcquired(ctx, lg.n.index)
+				if err := ctx.Err(); err != nil && !yes {
+					lg.deliver(0, err)
+					return
+				}
+				send(yes)
+			})
 		},
 	})
 	at.gathered(o, false)
@@ -294,6 +310,14 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 	st.Elapsed = o.end.Sub(start)
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 	return o.yes >= c.quorum && st.Validity > 0 && o.ctxErr == nil, o.ctxErr
+}
+
+// acquireReply reports whether node i's acquire reply has come, and
+// whether it was a yes.
+func (at *attempt) acquireReply(i int) (answered, yes bool) {
+	at.a.mu.Lock()
+	defer at.a.mu.Unlock()
+	return at.answered[i], at.acquired[i]
 }
 
 // awaitAcquired waits for node i's acquire reply, and reports whether it
@@ -431,17 +455,18 @@ func (at *attempt) claimLocked(i int) (prefix string, release bool) {
 }
 
 // releaseOn releases the attempt's value on one node, announcing it on
-// channels with the given prefix unless it is empty, from a goroutine that
-// already belongs to the Client, on a context detached from any caller and
-// bounded as Unlock's requests are.
+// channels with the given prefix unless it is empty. The request is bounded
+// as Unlock's are, and frees the node when it returns.
 func (at *attempt) releaseOn(i int, channelPrefix string) {
 	a := at.a
-	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.releaseTimeout())
-	defer cancel()
-	_, _, _ = a.c.nodes[i].release(ctx, a.t, at.value.value, channelPrefix)
-	a.mu.Lock()
-	a.busy[i]--
-	a.mu.Unlock()
+	n := a.c.nodes[i]
+	n.pipe.submit(&releaseJob{
+		leg:    leg{c: a.c, n: n, end: time.Now().Add(a.cfg.releaseTimeout())},
+		t:      a.t,
+		value:  at.value.value,
+		prefix: channelPrefix,
+		acq:    a,
+	})
 }
 
 // rollback tells every node that may hold the value of a lost attempt to
@@ -474,9 +499,8 @@ func (at *attempt) rollback(ctx context.Context) {
 		life:    a.cfg.releaseTimeout(),
 		waitAll: true,
 		skip:    a.reserveRelease(on),
-		req: func(ctx context.Context, n *node) (int64, error) {
-			v, _, err := n.release(ctx, a.t, at.value.value, "")
-			return v, err
+		start: func(_ context.Context, lg *leg) {
+			lg.n.pipe.submit(&releaseJob{leg: *lg, t: a.t, value: at.value.value})
 		},
 	})
 	a.freeRound(o)
@@ -533,6 +557,23 @@ func (at *attempt) beginUnlock() {
 	at.a.mu.Unlock()
 }
 
+// claimIdle claims node i's release for the caller when the node has no
+// acquire or write-back request of the attempt in flight. busy reports
+// that it has one; when neither is set, the release was claimed already.
+func (at *attempt) claimIdle(i int) (claimed, busy bool) {
+	a := at.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case at.released[i]:
+		return false, false
+	case at.inflight[i] > 0:
+		return false, true
+	}
+	at.released[i] = true
+	return true, false
+}
+
 // awaitIdle waits until node i has no acquire or write-back request of the
 // attempt in flight, and claims the node's release for the caller. When ctx
 // ends first, it leaves the release to the late handler, which sends it
@@ -566,6 +607,15 @@ func (at *attempt) awaitIdle(ctx context.Context, i int) bool {
 			a.mu.Unlock()
 			return false
 		}
+	}
+}
+
+// wait marks the acquisition as waiting for its keys' release: from the
+// next attempt on, each attempt marks the keys first.
+func (a *acquisition) wait() {
+	a.waiting = make([]string, len(a.t.rkeys))
+	for i, rk := range a.t.rkeys {
+		a.waiting[i] = waitingKey(rk)
 	}
 }
 

@@ -11,13 +11,30 @@
 
 -- holds reports whether key holds value (and owner, for an owner lock; ''
 -- for a plain one).
+--
+-- One command either way, so that the common paths cost what a plain
+-- compare-and-delete costs: pcall turns the WRONGTYPE error of a key of
+-- another type into a table, which equals no string.
 local function holds(key, value, owner)
-  local t = redis.call('TYPE', key).ok
   if owner == '' then
-    return t == 'string' and redis.call('GET', key) == value
+    return redis.pcall('GET', key) == value
   end
-  return t == 'hash' and redis.call('HGET', key, 'owner') == owner
-    and redis.call('HEXISTS', key, 't:' .. value) == 1
+  local r = redis.pcall('HMGET', key, 'owner', 't:' .. value)
+  return r[1] == owner and r[2] ~= false and r[2] ~= nil
+end
+
+-- waitingKey names the marker that waiters set on a lock key, so that its
+-- release is announced only when someone may be waiting. It stays in the
+-- key's hash slot; Go's waitingKey builds the same name.
+local function waitingKey(key)
+  local s = string.find(key, '{', 1, true)
+  if s then
+    local e = string.find(key, '}', s + 1, true)
+    if e and e > s + 1 then
+      return key .. ':waiting'
+    end
+  end
+  return '{' .. key .. '}:waiting'
 end
 
 -- attemptOf returns the attempt number of v when v is a value of the
@@ -40,20 +57,20 @@ end
 -- replaced: a late write of an earlier attempt must not undo what a later
 -- one counted.
 local function takeable(key, value, owner, id, n)
-  local t = redis.call('TYPE', key).ok
-  if t == 'none' then
-    return true
-  end
   if owner == '' then
-    if t ~= 'string' then
-      return false
-    end
-    local cur = redis.call('GET', key)
-    if cur == value then
+    local cur = redis.pcall('GET', key)
+    if cur == false or cur == value then
       return true
+    end
+    if type(cur) ~= 'string' then
+      return false -- another type
     end
     local k = attemptOf(cur, id)
     return k ~= nil and k < n
+  end
+  local t = redis.call('TYPE', key).ok
+  if t == 'none' then
+    return true
   end
   if t ~= 'hash' or redis.call('HGET', key, 'owner') ~= owner then
     return false

@@ -146,22 +146,28 @@ func (l *Lock) release(ctx context.Context) error {
 		op:      OpUnlock,
 		quorum:  c.quorum,
 		timeout: l.cfg.releaseTimeout(),
-		req: func(ctx context.Context, n *node) (int64, error) {
-			if !at.awaitIdle(ctx, n.index) {
-				// The acquire request is still in flight: its late
-				// handler releases the node once it returns.
-				return 0, ErrInFlight
+		start: func(ctx context.Context, lg *leg) {
+			send := func() {
+				lg.n.pipe.submit(&releaseJob{leg: *lg, t: l.t, value: at.value.value, prefix: releasePrefix, unlock: l, until: until})
 			}
-			v, resent, err := n.release(ctx, l.t, at.value.value, releasePrefix)
-			if err == nil && v <= 0 && resent && !l.cfg.unsafeRetries && l.heldOn(n.index) && c.now().Before(until) {
-				// go-redis sent the release again after its connection
-				// failed, and the last copy found the key gone, or
-				// already taken by the next holder, on a node that held
-				// it while it was still valid: in the model, only the
-				// first copy of this release can have deleted it.
-				v = 1
+			switch claimed, busy := at.claimIdle(lg.n.index); {
+			case claimed:
+				send()
+			case busy:
+				// Wait for the acquire request, so that the release
+				// cannot overtake it.
+				lg.wait(ctx, func(ctx context.Context) {
+					if at.awaitIdle(ctx, lg.n.index) {
+						send()
+						return
+					}
+					// Still in flight: its late handler releases the
+					// node once it returns.
+					lg.deliver(0, ErrInFlight)
+				})
+			default:
+				lg.deliver(0, ErrInFlight)
 			}
-			return max(v, 0), err
 		},
 	})
 	o.finish(nil)
@@ -240,12 +246,8 @@ func (l *Lock) Extend(ctx context.Context) error {
 		op:      OpExtend,
 		quorum:  c.quorum,
 		timeout: timeout,
-		req: func(ctx context.Context, n *node) (int64, error) {
-			v, err := n.extend(ctx, l.t, l.att.value.value, ttl)
-			if cfg.guard {
-				return n.guarded(c, v, err)
-			}
-			return v, err
+		start: func(_ context.Context, lg *leg) {
+			lg.n.pipe.submit(&extendJob{leg: *lg, l: l, ttl: ttl})
 		},
 	})
 	o.finish(nil)

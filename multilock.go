@@ -79,6 +79,17 @@ func fenceKey(rkey string) string {
 	return "{" + rkey + "}:fence"
 }
 
+// waitingKey names the marker that a waiting Lock call sets beside a lock
+// key, so that the release is announced only when someone may be waiting.
+// It stays in the key's hash slot. holds.lua's waitingKey builds the same
+// name.
+func waitingKey(rkey string) string {
+	if hashTag(rkey) != rkey {
+		return rkey + ":waiting"
+	}
+	return "{" + rkey + "}:waiting"
+}
+
 // checkSlots refuses, on a Redis Cluster node, keys that do not share a hash
 // slot: a script can only touch keys of one slot there.
 func (c *Client) checkSlots(t *target) error {

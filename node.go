@@ -1,13 +1,10 @@
 package redlock
 
 import (
-	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -18,19 +15,23 @@ var (
 
 	//go:embed acquire.lua
 	acquireLua    string
-	acquireScript = redis.NewScript(holdsLua + acquireLua)
+	acquireSrc    = holdsLua + acquireLua
+	acquireScript = redis.NewScript(acquireSrc)
 
 	//go:embed release.lua
 	releaseLua    string
-	releaseScript = redis.NewScript(holdsLua + releaseLua)
+	releaseSrc    = holdsLua + releaseLua
+	releaseScript = redis.NewScript(releaseSrc)
 
 	//go:embed extend.lua
 	extendLua    string
-	extendScript = redis.NewScript(holdsLua + extendLua)
+	extendSrc    = holdsLua + extendLua
+	extendScript = redis.NewScript(extendSrc)
 
 	//go:embed fence.lua
 	fenceLua    string
-	fenceScript = redis.NewScript(holdsLua + fenceLua)
+	fenceSrc    = holdsLua + fenceLua
+	fenceScript = redis.NewScript(fenceSrc)
 )
 
 // target is what one acquisition holds on every node: its keys, id, and
@@ -74,10 +75,13 @@ type node struct {
 	oldSet atomic.Bool
 
 	guard nodeGuard // used WithNodeGuard
+	pipe  pipe      // batches the requests to the node
 }
 
-func newNode(index int, c redis.UniversalClient) *node {
-	return &node{index: index, addr: clientAddr(c), client: c}
+func newNode(c *Client, index int, rc redis.UniversalClient) *node {
+	n := &node{index: index, addr: clientAddr(rc), client: rc}
+	n.pipe = pipe{c: c, n: n}
+	return n
 }
 
 // clientAddr names a client for errors and diagnostics.
@@ -120,141 +124,6 @@ const (
 	cmdEval
 )
 
-// acquire votes on the target's keys for one attempt's token. It returns 0
-// when another holder has one of them, and otherwise 1, or with fencing the
-// largest new fence value. A key that already holds this attempt's value
-// counts as taken by us (go-redis may have sent the write twice), and one
-// that holds an earlier attempt's value of the same acquisition is taken
-// over.
-//
-// With the node guard on, INFO server and TIME go in the same pipeline, on
-// the same connection, right after the acquire command, so that the guard
-// sees a restart or a clock jump that happened before the node voted, or
-// while it did, before the vote is counted; a step that comes between the
-// vote and the sample only quarantines the node sooner. A quarantined
-// node's yes comes back as an error that wraps ErrQuarantined; the key it
-// may have set is rolled back with the failed votes, or released by Unlock.
-func (n *node) acquire(ctx context.Context, c *Client, t *target, tk token, ttl time.Duration, cfg *config) (int64, error) {
-	cmd := cmdEvalSha
-	if t.plainSingle() {
-		switch {
-		case cfg.unsafeRetries:
-			cmd = cmdSetNX
-		case !n.oldSet.Load():
-			cmd = cmdSetGet
-		}
-	}
-	for {
-		r := n.acquireOnce(ctx, c, t, tk, ttl, cfg, cmd)
-		switch {
-		case cmd == cmdSetGet && redis.HasErrorPrefix(r.err, "ERR syntax error"):
-			// Redis before 7.0 refuses NX with GET; nothing was set.
-			n.oldSet.Store(true)
-			cmd = cmdEvalSha
-		case cmd == cmdSetGet && r.takeover:
-			cmd = cmdEvalSha
-		case cmd == cmdEvalSha && cfg.guard && redis.HasErrorPrefix(r.err, "NOSCRIPT"):
-			// The node lost its script cache: send the script itself,
-			// and sample the node again with it.
-			cmd = cmdEval
-		default:
-			if cfg.guard {
-				if qerr := n.guard.observe(n, r.info.Val(), r.info.Err(), r.tm.Val(), r.tm.Err(), r.sent, r.recv, c.maxTTL(), cfg.driftFactor, c.log); qerr != nil && r.err == nil && r.val > 0 {
-					return r.val, qerr
-				}
-			}
-			return r.val, r.err
-		}
-	}
-}
-
-// acquireReply is one acquire request's outcome, with the guard's sample.
-type acquireReply struct {
-	val      int64
-	err      error
-	takeover bool // SET found an earlier attempt's value: run the script
-	info     *redis.StringCmd
-	tm       *redis.TimeCmd
-	sent     time.Time
-	recv     time.Time
-}
-
-// acquireOnce sends one acquire command, pipelined with the guard's sample
-// when the guard is on.
-func (n *node) acquireOnce(ctx context.Context, c *Client, t *target, tk token, ttl time.Duration, cfg *config, cmd acquireCmd) (r acquireReply) {
-	var sc commander = n.client
-	var pipe redis.Pipeliner
-	if cfg.guard {
-		pipe = n.client.Pipeline()
-		sc = pipe
-	}
-	var set *redis.Cmd
-	var setNX *redis.BoolCmd
-	var script *redis.Cmd
-	switch cmd {
-	case cmdSetGet:
-		set = sc.Do(ctx, "set", t.rkeys[0], tk.value, "px", ttl.Milliseconds(), "nx", "get")
-	case cmdSetNX:
-		setNX = sc.SetNX(ctx, t.rkeys[0], tk.value, ttl)
-	case cmdEvalSha:
-		if pipe == nil {
-			// Run sends EVALSHA, and EVAL on NOSCRIPT.
-			script = acquireScript.Run(ctx, sc, t.scriptKeys(), acquireArgs(t, tk, ttl)...)
-		} else {
-			script = acquireScript.EvalSha(ctx, sc, t.scriptKeys(), acquireArgs(t, tk, ttl)...)
-		}
-	case cmdEval:
-		script = acquireScript.Eval(ctx, sc, t.scriptKeys(), acquireArgs(t, tk, ttl)...)
-	}
-	if pipe != nil {
-		r.info = pipe.Info(ctx, "server")
-		r.tm = pipe.Time(ctx)
-		r.sent = c.now()
-		_, _ = pipe.Exec(ctx) // each command carries its own error
-		r.recv = c.now()
-	}
-	switch {
-	case set != nil:
-		old, err := set.Text()
-		switch {
-		case errors.Is(err, redis.Nil):
-			r.val = 1 // the key was free: it is ours now
-		case err != nil:
-			r.err = err
-		case old == tk.value:
-			r.val = 1 // our own write, sent again by go-redis
-		case tk.earlier(old):
-			r.takeover = true
-		}
-	case setNX != nil:
-		ok, err := setNX.Result()
-		if ok {
-			r.val = 1
-		}
-		r.err = err
-	default:
-		r.val, r.err = script.Int64()
-	}
-	return r
-}
-
-// commander is what acquireOnce sends through: the node's client, or a
-// pipeline on it.
-type commander interface {
-	redis.Scripter
-	Do(ctx context.Context, args ...any) *redis.Cmd
-	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
-}
-
-// acquireArgs are the ARGV of acquire.lua.
-func acquireArgs(t *target, tk token, ttl time.Duration) []any {
-	fence := "0"
-	if t.fence != nil {
-		fence = "1"
-	}
-	return []any{tk.value, t.owner, ttl.Milliseconds(), len(t.rkeys), fence, tk.id, tk.n}
-}
-
 // guarded turns a yes of a quarantined node into a failure, for extensions.
 func (n *node) guarded(c *Client, val int64, err error) (int64, error) {
 	if err == nil && val > 0 {
@@ -263,27 +132,6 @@ func (n *node) guarded(c *Client, val int64, err error) (int64, error) {
 		}
 	}
 	return val, err
-}
-
-// release releases the target's keys where they hold value, announcing
-// each release on a channel named channelPrefix+key unless channelPrefix is
-// empty. It returns 1 when every key held value, -1 when a key held
-// something else, and 0 when some key was gone and none held something
-// else. resent reports that go-redis wrote the request more than once: it
-// retries a request whose connection failed, so the first copy may have
-// deleted the key that the last copy found gone.
-func (n *node) release(ctx context.Context, t *target, value, channelPrefix string) (v int64, resent bool, err error) {
-	// EVALSHA and EVAL are sent by hand, not by Script.Run, so that the
-	// count is of one command: a NOSCRIPT reply means the EVALSHA did
-	// nothing.
-	arg := &sendCounter{s: value}
-	cmd := releaseScript.EvalSha(ctx, n.client, t.rkeys, arg, t.owner, channelPrefix)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		arg = &sendCounter{s: value}
-		cmd = releaseScript.Eval(ctx, n.client, t.rkeys, arg, t.owner, channelPrefix)
-	}
-	v, err = cmd.Int64()
-	return v, arg.n.Load() > 1, err
 }
 
 // sendCounter is a command argument that counts how many times go-redis
@@ -300,13 +148,15 @@ func (a *sendCounter) MarshalBinary() ([]byte, error) {
 	return []byte(a.s), nil
 }
 
-// extend resets the TTL of the target's keys when they all hold value.
-func (n *node) extend(ctx context.Context, t *target, value string, ttl time.Duration) (int64, error) {
-	return extendScript.Run(ctx, n.client, t.rkeys, value, t.owner, ttl.Milliseconds()).Int64()
-}
-
-// writeFence raises the target's fence counters to at least m while the node
-// holds its keys for value.
-func (n *node) writeFence(ctx context.Context, t *target, value string, m int64) (int64, error) {
-	return fenceScript.Run(ctx, n.client, t.scriptKeys(), value, t.owner, m, len(t.rkeys)).Int64()
+// acquireHow picks how the node is first asked to take the target.
+func (n *node) acquireHow(t *target, cfg *config) acquireCmd {
+	switch {
+	case !t.plainSingle():
+		return cmdEvalSha
+	case cfg.unsafeRetries:
+		return cmdSetNX
+	case n.oldSet.Load():
+		return cmdEvalSha
+	}
+	return cmdSetGet
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -100,22 +99,13 @@ type reply struct {
 // yes reports a yes vote.
 func (rp reply) yes() bool { return rp.err == nil && rp.val > 0 }
 
-// request is what a round sends to one node. It returns 0 for a no and a
-// positive value for a yes.
-type request func(ctx context.Context, n *node) (int64, error)
-
 // round is one fan-out of a request to the nodes. Replies that arrive
 // before the round is decided go to ch; a reply that arrives after it goes to
 // the late handler chosen at the decision, so that no answer is lost: a yes
 // that comes after a failed attempt is rolled back, one that comes after a
 // success is remembered.
 type round struct {
-	ch chan reply // buffered to N: a node goroutine never blocks on it
-
-	// left counts the requests still running; the last one calls cancel,
-	// which releases the context they share.
-	left   atomic.Int32
-	cancel context.CancelFunc
+	ch chan reply // buffered to N: a node's reply never blocks on it
 
 	mu      sync.Mutex
 	decided bool        // guarded by mu
@@ -138,13 +128,17 @@ type spec struct {
 	// skip, when not nil, names the nodes not to send to, with the reason
 	// that becomes their failed vote.
 	skip func(i int) error
-	req  request
+	// start sends the request to one node: it submits a job to the node's
+	// pipe, which delivers the reply to the leg, or delivers at once. It
+	// must not block. ctx is the caller's.
+	start func(ctx context.Context, lg *leg)
 }
 
 // outcome is a gathered round, before the caller decides what it means.
 type outcome struct {
-	r     round // in the same allocation: send holds a pointer into it
+	r     round // in the same allocation: the legs point into it
 	votes []NodeVote
+	legs  []leg
 	got   []bool  // the node's reply was gathered
 	vals  []int64 // the gathered replies' values
 	yes   int
@@ -155,14 +149,15 @@ type outcome struct {
 	ctxErr error
 }
 
-// fanout sends sp.req to every node at once, each in a goroutine owned by the
-// Client and bounded by the node timeout, and gathers the replies until the
-// outcome is known. The caller must call finish on the result.
+// fanout sends the spec's request to every node at once, through the
+// nodes' pipes, and gathers the replies until the outcome is known. The
+// caller must call finish on the result.
 //
 // go-redis ignores ctx deadlines on socket reads unless the client was built
 // with ContextTimeoutEnabled, so the node timeout is enforced here, by the
 // gatherer, rather than trusted to the client: a hung node delays nothing.
-// Its goroutine lives on until go-redis gives up, tracked by the Client.
+// Its request lives on until go-redis gives up, and its reply then goes to
+// the round's late handler.
 func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 	n := len(c.nodes)
 	// One backing array for the per-node flags: a round is on the hot path.
@@ -170,20 +165,24 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 	o := &outcome{
 		r:     round{ch: make(chan reply, n), stalled: flags[:n]},
 		votes: make([]NodeVote, n),
+		legs:  make([]leg, n),
 		got:   flags[n : 2*n],
 		vals:  make([]int64, n),
 	}
 	wasStalled, send := flags[2*n:3*n], flags[3*n:]
+	pending, waitFor := 0, 0
+	o.start = c.now()
 	// The decision comes at sp.timeout, but a request may run on until
 	// sp.life: go-redis closes a connection whose request it gave up on, so
 	// a deadline as short as the node timeout would, on a machine too busy
 	// to meet it, make every request dial anew and miss it again. A reply
 	// that comes after the decision goes to the late handler.
-	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(sp.timeout, sp.life))
-	pending, waitFor := 0, 0
-	o.start = c.now()
+	// Deadlines are on the real clock: c.now is the algorithm's, which
+	// tests may step.
+	end := time.Now().Add(max(sp.timeout, sp.life))
 	for i, nd := range c.nodes {
 		o.votes[i] = NodeVote{Index: i, Addr: nd.addr}
+		o.legs[i] = leg{r: &o.r, c: c, n: nd, start: o.start, end: end}
 		if sp.skip != nil {
 			if err := sp.skip(i); err != nil {
 				o.votes[i].Vote, o.votes[i].Err = VoteFailed, err
@@ -196,15 +195,9 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 			waitFor++
 		}
 	}
-	o.r.left.Store(int32(pending))
-	o.r.cancel = cancel
-	if pending == 0 {
-		cancel()
-	}
-	c.wg.Add(pending)
-	for i, nd := range c.nodes {
+	for i := range c.nodes {
 		if send[i] {
-			go c.send(reqCtx, &o.r, nd, o.start, sp.req)
+			sp.start(ctx, &o.legs[i])
 		}
 	}
 
@@ -240,31 +233,17 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 	return o
 }
 
-// send runs one request on one node and hands its reply to the round, or to
-// the round's late handler once the round has been decided.
-func (c *Client) send(ctx context.Context, r *round, n *node, start time.Time, req request) {
-	defer c.wg.Done()
-	val, err := req(ctx, n)
-	rp := reply{i: n.index, val: val, err: nodeErr(err), lat: c.now().Sub(start)}
-	// The last request of the round to end releases the shared context;
-	// the gatherer may have returned long before.
-	if r.left.Add(-1) == 0 {
-		r.cancel()
-	}
-	r.mu.Lock()
-	if r.stalled[n.index] {
-		n.stalled.Add(-1)
-	}
-	if !r.decided {
-		r.ch <- rp
-		r.mu.Unlock()
-		return
-	}
-	late := r.late
-	r.mu.Unlock()
-	if late != nil {
-		late(rp)
-	}
+// wait runs fn on a goroutine of the Client, for a request that must wait
+// for an earlier one of the same acquisition before it is sent. fn gets a
+// context detached from the caller's and bounded by the leg's deadline.
+func (lg *leg) wait(ctx context.Context, fn func(ctx context.Context)) {
+	lg.c.wg.Add(1)
+	go func() {
+		defer lg.c.wg.Done()
+		wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), lg.end)
+		defer cancel()
+		fn(wctx)
+	}()
 }
 
 // nodeErr maps the errors that the per-node deadline causes to

@@ -105,7 +105,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 			servers[id] = i
 		}
-		c.nodes[i] = newNode(i, rc)
+		c.nodes[i] = newNode(c, i, rc)
 	}
 	cfg, err := defaultConfig().apply(opts)
 	if err != nil {
@@ -322,6 +322,7 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait
 			// Listen for the release, then try again at once: the holder
 			// may have released before the subscription took effect.
 			wt = c.waitlist.join(t.rkeys)
+			a.wait()
 			continue
 		}
 		var wake <-chan struct{} // nil without pub/sub: never ready

@@ -2,13 +2,16 @@
 -- its exact value, so it never deletes another holder's key, nor the value
 -- of a later attempt of the same acquisition. A plain key is deleted; an
 -- owner lock loses this acquisition's field, and is deleted when no
--- acquisition of the owner is left. Each deleted key is announced on its
--- release channel, so that waiters retry at once.
+-- acquisition of the owner is left. A deleted key is announced on its
+-- release channel when a waiter marked it (see waitingKey), so that waiters
+-- retry at once; the marker goes with the key. Without a marker the release
+-- costs a GET and a DEL, as a plain compare-and-delete does.
 --
 -- KEYS[1..n]: the lock keys.
 -- ARGV[1]: the value to release.
 -- ARGV[2]: the owner of a reentrant lock, or '' for a plain lock.
--- ARGV[3]: the prefix of the release channels, or '' to announce nothing.
+-- ARGV[3]: the prefix of the release channels, or '' to announce nothing
+--          and leave the waiters' markers (a rollback).
 --          The message is the released value, which lets a subscriber of
 --          several nodes tell copies of one release from the next release.
 --
@@ -27,8 +30,9 @@ for i = 1, #KEYS do
       gone = redis.call('HLEN', key) <= 1
     end
     if gone then
-      redis.call('DEL', key)
-      if prefix ~= '' then
+      if prefix == '' then
+        redis.call('DEL', key)
+      elseif redis.call('DEL', key, waitingKey(key)) > 1 then
         redis.call('PUBLISH', prefix .. key, value)
       end
     end

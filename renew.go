@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"container/heap"
-	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -209,22 +208,9 @@ func (r *renewer) renew(batch []*Lock) {
 	}
 
 	results := make(chan batchVotes, len(c.nodes))
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	deadline := time.Now().Add(timeout)
 	for _, n := range c.nodes {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			votes := n.extendBatch(ctx, live, liveTTL)
-			if n.guard.status(c.now()) != nil {
-				for i, l := range live {
-					if l.cfg.guard && votes[i] == VoteYes {
-						votes[i] = VoteFailed
-					}
-				}
-			}
-			results <- batchVotes{node: n.index, votes: votes}
-		}()
+		n.pipe.submit(&renewJob{c: c, n: n, locks: live, ttls: liveTTL, end: deadline, results: results})
 	}
 	yes := make([]int, len(live))
 	no := make([]int, len(live))
@@ -308,34 +294,47 @@ func (l *Lock) settleRenewal(start, end time.Time, ttl time.Duration, yes, no in
 	}
 }
 
-// extendBatch runs extend.lua for every lock of a batch in one pipeline, and
-// returns each lock's vote. A lock whose command failed votes VoteFailed; a
-// network error fails them all.
-func (n *node) extendBatch(ctx context.Context, locks []*Lock, ttls []time.Duration) []Vote {
-	run := func(eval bool) []*redis.Cmd {
-		pipe := n.client.Pipeline()
-		cmds := make([]*redis.Cmd, len(locks))
-		for i, l := range locks {
-			keys, args := l.t.rkeys, []any{l.att.value.value, l.t.owner, ttls[i].Milliseconds()}
-			if eval {
-				cmds[i] = extendScript.Eval(ctx, pipe, keys, args...)
-			} else {
-				cmds[i] = extendScript.EvalSha(ctx, pipe, keys, args...)
+// renewJob runs extend.lua for every lock of a renewal batch on one node,
+// in one batch of the node's pipe, and sends each lock's vote to results. A
+// lock whose command failed votes VoteFailed; a network error fails them
+// all.
+type renewJob struct {
+	c       *Client
+	n       *node
+	locks   []*Lock
+	ttls    []time.Duration
+	end     time.Time
+	results chan<- batchVotes // buffered: never blocks
+	cmds    []*redis.Cmd
+	eval    bool // set after a NOSCRIPT reply
+}
+
+func (j *renewJob) deadline() time.Time { return j.end }
+
+func (j *renewJob) commands(cmds []redis.Cmder) []redis.Cmder {
+	if j.cmds == nil {
+		j.cmds = make([]*redis.Cmd, len(j.locks))
+	}
+	for i, l := range j.locks {
+		j.cmds[i] = evalCmd(extendScript, extendSrc, j.eval, l.t.rkeys, l.att.value.value, l.t.owner, j.ttls[i].Milliseconds())
+		cmds = append(cmds, j.cmds[i])
+	}
+	return cmds
+}
+
+func (j *renewJob) done(time.Time, time.Time) bool {
+	if !j.eval {
+		for _, cmd := range j.cmds {
+			if isNoScript(cmd.Err()) {
+				// The node lost its script cache: send the script
+				// itself.
+				j.eval = true
+				return true
 			}
 		}
-		_, _ = pipe.Exec(ctx) // each command carries its own error
-		return cmds
 	}
-	cmds := run(false)
-	for _, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			// The node lost its script cache: send the script itself.
-			cmds = run(true)
-			break
-		}
-	}
-	votes := make([]Vote, len(cmds))
-	for i, cmd := range cmds {
+	votes := make([]Vote, len(j.cmds))
+	for i, cmd := range j.cmds {
 		switch v, err := cmd.Int64(); {
 		case err != nil:
 			votes[i] = VoteFailed
@@ -345,5 +344,21 @@ func (n *node) extendBatch(ctx context.Context, locks []*Lock, ttls []time.Durat
 			votes[i] = VoteNo
 		}
 	}
-	return votes
+	j.report(votes)
+	return false
+}
+
+func (j *renewJob) fail(error) { j.report(make([]Vote, len(j.locks))) }
+
+// report sends the votes, with a quarantined node's yes turned into a
+// failure.
+func (j *renewJob) report(votes []Vote) {
+	if j.n.guard.status(j.c.now()) != nil {
+		for i, l := range j.locks {
+			if l.cfg.guard && votes[i] == VoteYes {
+				votes[i] = VoteFailed
+			}
+		}
+	}
+	j.results <- batchVotes{node: j.n.index, votes: votes}
 }

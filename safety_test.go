@@ -280,6 +280,30 @@ func TestRetriedWritesAreRecognised(t *testing.T) {
 	}
 }
 
+// TestRetriedReleaseAfterScriptFlush: the release's EVALSHA deletes the key
+// and its reply is lost; the node loses its script cache before go-redis
+// sends the EVALSHA again, which gets NOSCRIPT. That NOSCRIPT says nothing
+// of the first copy: the EVAL that follows finds the key gone, and the
+// release must still count the node as released.
+func TestRetriedReleaseAfterScriptFlush(t *testing.T) {
+	ms, ps, cs := proxiedNodes(t, 3)
+	c := newClient(t, cs)
+	l, err := c.TryLock(t.Context(), "flushed-release")
+	require.NoError(t, err)
+	eventually(t, ms, "flushed-release", l.Token())
+	for i := range 2 {
+		direct := redis.NewClient(&redis.Options{Addr: ms[i].Addr()})
+		t.Cleanup(func() { _ = direct.Close() })
+		ps[i].OnLost(func() { _ = direct.ScriptFlush(context.Background()).Err() })
+		ps[i].LoseNext(1)
+	}
+	err = l.Unlock(t.Context())
+	eventually(t, ms, "flushed-release", "")
+	require.EqualValues(t, 1, ps[0].Stats().LostReplies)
+	require.EqualValues(t, 1, ps[1].Stats().LostReplies)
+	require.NoError(t, err, "a release whose resent EVALSHA met NOSCRIPT must count as released")
+}
+
 func TestNewRejectsRing(t *testing.T) {
 	_, cs := minis(t, 3)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"}})
@@ -333,6 +357,9 @@ func TestExtendCannotReviveAnEndedLock(t *testing.T) {
 	go func() { done <- l.Extend(context.Background()) }()
 	// Every node has extended, and holds its answer.
 	require.Eventually(t, func() bool { return g.waiting.Load() == 5 }, 5*time.Second, time.Millisecond)
+	// Past stallAfter, the release goes out on another connection rather
+	// than wait behind the held replies.
+	time.Sleep(2 * stallAfter)
 	require.NoError(t, l.Unlock(t.Context()))
 	eventually(t, ms, "revive", "")
 	g.release()

@@ -91,6 +91,7 @@ type Proxy struct {
 	lateMax  time.Duration      // guarded by mu
 	loseProb float64            // guarded by mu
 	loseNext int                // guarded by mu; replies to lose whatever loseProb says
+	onLost   func()             // guarded by mu; runs after each lost reply
 	stats    Stats              // guarded by mu
 	rng      *rand.Rand         // guarded by mu
 	links    map[*link]struct{} // guarded by mu
@@ -281,20 +282,35 @@ func (p *Proxy) delay() time.Duration {
 	return d
 }
 
+// OnLost sets fn to run each time a reply is lost, before the client's
+// connection is reset, so that a test can change the server between a
+// request and go-redis's retry of it. nil removes it.
+func (p *Proxy) OnLost(fn func()) {
+	p.mu.Lock()
+	p.onLost = fn
+	p.mu.Unlock()
+}
+
 // loseReply draws whether the next reply chunk is lost, and counts it.
 func (p *Proxy) loseReply() bool {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.loseNext > 0 {
+	lose := false
+	switch {
+	case p.loseNext > 0:
 		p.loseNext--
-		p.stats.LostReplies++
-		return true
+		lose = true
+	case p.loseProb > 0 && p.rng.Float64() < p.loseProb:
+		lose = true
 	}
-	if p.loseProb > 0 && p.rng.Float64() < p.loseProb {
+	fn := p.onLost
+	if lose {
 		p.stats.LostReplies++
-		return true
 	}
-	return false
+	p.mu.Unlock()
+	if lose && fn != nil {
+		fn()
+	}
+	return lose
 }
 
 // deliveredAfterClose counts a chunk written after its client had gone.

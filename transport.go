@@ -1,0 +1,452 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file is the transport: one pipe per node, which sends the requests
+// that concurrent Lock, Unlock, Extend, rollback and renewal rounds have for
+// that node together, in one write and one read. A request that finds the
+// pipe idle goes out at once, with no batching delay; the requests that come
+// while a batch is out wait for it and go out together in the next one, so
+// batches grow with the load and shrink back to one request when it falls.
+//
+// It uses go-redis's stable Pipeline API on the user's own client, so that
+// the client's options (TLS, ACL, pool, timeouts, hooks) still apply. A pipe
+// has one batch out at a time while replies come back promptly: Redis runs
+// one command at a time anyway, and one batch in flight is what makes the
+// next one fill up. When a batch stays out longer than stallAfter, the next
+// request starts another sender on another connection. A pipe runs
+// goroutines only while it has work. A node that hangs holds up its own
+// pipe and nothing else: rounds decide at their node timeout, the node's
+// replies go to the late handlers when they come, and a request that
+// waited in the queue past its deadline is dropped unsent.
+
+// maxBatch bounds how many jobs go out in one batch. A renewal job counts as
+// one, whatever its number of commands.
+const maxBatch = 256
+
+// stallAfter is how long a pipe's batch may be out before a new job starts
+// another sender, on another connection of the client's pool, up to
+// maxSenders: one slow or lost reply then holds up only the batch it
+// belongs to, not every request after it. A hung node holds up every
+// sender, and the rounds decide without it.
+var stallAfter = 20 * time.Millisecond
+
+const maxSenders = 4
+
+// errNotSent is the failure of a job that was still queued at its deadline:
+// the node had not answered the batch before it. It was never sent.
+var errNotSent = fmt.Errorf("%w: not sent, the node had not answered its previous batch", ErrNodeTimeout)
+
+// job is one request to one node: the commands it sends in a batch, and what
+// it does with their replies. A job may need more than one batch (EVAL after
+// a NOSCRIPT reply, for example). Its methods are called from the pipe's
+// goroutine, one at a time, and must not block.
+type job interface {
+	// commands appends the commands of the job's next batch.
+	commands(cmds []redis.Cmder) []redis.Cmder
+	// deadline is when the job is no longer worth sending, on the real
+	// clock (time.Now, never the Client's now).
+	deadline() time.Time
+	// done reads the replies of the commands it appended; sent and recv
+	// are when the batch went out and when its replies came. It returns
+	// true when the job needs another batch.
+	done(sent, recv time.Time) (again bool)
+	// fail ends a job that was not sent.
+	fail(err error)
+}
+
+// pipe is one node's transport. It is safe for concurrent use.
+type pipe struct {
+	c *Client
+	n *node
+
+	mu      sync.Mutex
+	queue   []job         // guarded by mu
+	senders int           // guarded by mu; sender goroutines running
+	last    time.Time     // guarded by mu; when the last batch went out
+	spare   []job         // guarded by mu; a sender's last batch, for reuse
+	cmds    []redis.Cmder // guarded by mu; a sender's command buffer
+}
+
+// submit queues a job, and starts a sender when none is running, or when
+// the last batch has been out longer than stallAfter.
+func (p *pipe) submit(j job) {
+	p.mu.Lock()
+	p.queue = append(p.queue, j)
+	if p.senders > 0 && (p.senders >= maxSenders || time.Since(p.last) < stallAfter) {
+		p.mu.Unlock()
+		return
+	}
+	p.senders++
+	p.mu.Unlock()
+	p.c.wg.Add(1)
+	go p.send()
+}
+
+// send sends batches until the queue is empty.
+func (p *pipe) send() {
+	defer p.c.wg.Done()
+	p.mu.Lock()
+	batch, cmds := p.spare, p.cmds
+	p.spare, p.cmds = nil, nil
+	for len(p.queue) > 0 {
+		p.last = time.Now()
+		if len(p.queue) <= maxBatch {
+			batch, p.queue = p.queue, batch[:0]
+		} else {
+			batch = append(batch[:0], p.queue[:maxBatch]...)
+			rest := copy(p.queue, p.queue[maxBatch:])
+			clear(p.queue[rest:])
+			p.queue = p.queue[:rest]
+		}
+		p.mu.Unlock()
+		cmds = p.run(batch, cmds)
+		clear(batch)
+		p.mu.Lock()
+	}
+	p.senders--
+	p.spare, p.cmds = batch[:0], cmds[:0]
+	p.mu.Unlock()
+}
+
+// run sends one batch and hands each job its replies. It returns the
+// command buffer for reuse.
+func (p *pipe) run(batch []job, cmds []redis.Cmder) []redis.Cmder {
+	now := time.Now()
+	var last time.Time
+	live := batch[:0]
+	for _, j := range batch {
+		d := j.deadline()
+		if !now.Before(d) {
+			j.fail(errNotSent)
+			continue
+		}
+		last = later(last, d)
+		live = append(live, j)
+	}
+	if len(live) == 0 {
+		return cmds
+	}
+	cmds = cmds[:0]
+	for _, j := range live {
+		cmds = j.commands(cmds)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), last)
+	sent := p.c.now()
+	if len(cmds) == 1 {
+		_ = p.n.client.Process(ctx, cmds[0]) // the command carries its error
+	} else {
+		pl := p.n.client.Pipeline()
+		_ = pl.BatchProcess(ctx, cmds...)
+		_, _ = pl.Exec(ctx) // each command carries its own error
+	}
+	recv := p.c.now()
+	cancel()
+	clear(cmds)
+	for _, j := range live {
+		if j.done(sent, recv) {
+			p.mu.Lock()
+			p.queue = append(p.queue, j)
+			p.mu.Unlock()
+		}
+	}
+	return cmds
+}
+
+// later returns the later of two times; a zero time is the earliest.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// leg is one node's part of a round: where its reply goes.
+type leg struct {
+	r     *round
+	c     *Client
+	n     *node
+	start time.Time // the round's start
+	end   time.Time // the request's deadline, on the real clock
+}
+
+// deliver hands the node's reply to the round, or to the round's late
+// handler once the round has been decided.
+func (lg *leg) deliver(val int64, err error) {
+	r, n := lg.r, lg.n
+	rp := reply{i: n.index, val: val, err: nodeErr(err), lat: lg.c.now().Sub(lg.start)}
+	r.mu.Lock()
+	if r.stalled[n.index] {
+		n.stalled.Add(-1)
+	}
+	if !r.decided {
+		r.ch <- rp
+		r.mu.Unlock()
+		return
+	}
+	late := r.late
+	r.mu.Unlock()
+	if late != nil {
+		late(rp)
+	}
+}
+
+// isNoScript reports a NOSCRIPT reply: the node lost its script cache, and
+// the EVALSHA did nothing.
+func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// evalCmd builds EVALSHA of a script, or EVAL when eval is set.
+func evalCmd(s *redis.Script, src string, eval bool, keys []string, args ...any) *redis.Cmd {
+	all := make([]any, 0, 3+len(keys)+len(args))
+	if eval {
+		all = append(all, "eval", src)
+	} else {
+		all = append(all, "evalsha", s.Hash())
+	}
+	all = append(all, len(keys))
+	for _, k := range keys {
+		all = append(all, k)
+	}
+	all = append(all, args...)
+	return redis.NewCmd(context.Background(), all...)
+}
+
+// acquireJob is one attempt's acquire request to one node.
+type acquireJob struct {
+	leg
+	t   *target
+	tk  token
+	ttl time.Duration
+	cfg *config
+	how acquireCmd
+	// mark holds the waiting markers to set before the acquire, when the
+	// call waits for a release.
+	mark []string
+
+	cmd  *redis.Cmd
+	info *redis.StringCmd
+	tm   *redis.TimeCmd
+}
+
+func (j *acquireJob) deadline() time.Time { return j.end }
+func (j *acquireJob) fail(err error)      { j.leg.deliver(0, err) }
+
+func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
+	ctx, t, tk := context.Background(), j.t, j.tk
+	// The markers go first: a release between them and the acquire
+	// deletes the marker and is announced, and one before them leaves the
+	// key free for the acquire. Either way the waiter hears of it.
+	for _, m := range j.mark {
+		cmds = append(cmds, redis.NewCmd(ctx, "set", m, "1", "px", j.ttl.Milliseconds()))
+	}
+	switch j.how {
+	case cmdSetGet:
+		j.cmd = redis.NewCmd(ctx, "set", t.rkeys[0], tk.value, "px", j.ttl.Milliseconds(), "nx", "get")
+	case cmdSetNX:
+		j.cmd = redis.NewCmd(ctx, "set", t.rkeys[0], tk.value, "px", j.ttl.Milliseconds(), "nx")
+	default:
+		j.cmd = evalCmd(acquireScript, acquireSrc, j.how == cmdEval, t.scriptKeys(), acquireArgs(t, tk, j.ttl)...)
+	}
+	cmds = append(cmds, j.cmd)
+	if j.cfg.guard {
+		// The guard's sample goes right after the vote, on the same
+		// connection, so that it sees a restart or a clock jump that came
+		// before the vote was counted.
+		j.info = redis.NewStringCmd(ctx, "info", "server")
+		j.tm = redis.NewTimeCmd(ctx, "time")
+		cmds = append(cmds, j.info, j.tm)
+	}
+	return cmds
+}
+
+func (j *acquireJob) done(sent, recv time.Time) bool {
+	n, c := j.n, j.c
+	var val int64
+	err := j.cmd.Err()
+	switch j.how {
+	case cmdSetGet:
+		switch old, e := j.cmd.Text(); {
+		case errors.Is(e, redis.Nil):
+			val, err = 1, nil // the key was free: it is ours now
+		case redis.HasErrorPrefix(e, "ERR syntax error"):
+			// Redis before 7.0 refuses NX with GET; nothing was set.
+			n.oldSet.Store(true)
+			j.how = cmdEvalSha
+			return true
+		case e != nil:
+		case old == j.tk.value:
+			val = 1 // our own write, sent again by go-redis
+		case j.tk.earlier(old):
+			// An earlier attempt's leftover: the script takes it over.
+			j.how = cmdEvalSha
+			return true
+		}
+	case cmdSetNX:
+		switch e := j.cmd.Err(); {
+		case errors.Is(e, redis.Nil):
+			err = nil // a plain no
+		case e == nil:
+			val = 1
+		}
+	case cmdEvalSha:
+		if isNoScript(err) {
+			j.how = cmdEval
+			return true
+		}
+		val, err = j.cmd.Int64()
+	default:
+		val, err = j.cmd.Int64()
+	}
+	if j.cfg.guard {
+		if qerr := n.guard.observe(n, j.info.Val(), j.info.Err(), j.tm.Val(), j.tm.Err(), sent, recv, c.maxTTL(), j.cfg.driftFactor, c.log); qerr != nil && err == nil && val > 0 {
+			err = qerr
+		}
+	}
+	j.leg.deliver(val, err)
+	return false
+}
+
+// acquireArgs are the ARGV of acquire.lua.
+func acquireArgs(t *target, tk token, ttl time.Duration) []any {
+	fence := "0"
+	if t.fence != nil {
+		fence = "1"
+	}
+	return []any{tk.value, t.owner, ttl.Milliseconds(), len(t.rkeys), fence, tk.id, tk.n}
+}
+
+// releaseJob releases an attempt's value on one node. It reports to a
+// round, or, for the release that a late reply triggers, frees the node in
+// the acquisition.
+type releaseJob struct {
+	leg
+	t      *target
+	value  string
+	prefix string // the release channels' prefix; "" to announce nothing
+	eval   bool
+
+	// unlock, when set, is the Lock that Unlock releases: a resent
+	// release may count as done (see Lock.release).
+	unlock *Lock
+	until  time.Time
+	// acq, when set, is the acquisition whose node this release frees;
+	// the job has no round then.
+	acq *acquisition
+
+	cmd  *redis.Cmd
+	sent sendCounter
+	// resent is set when the EVALSHA before the EVAL was written more than
+	// once: a NOSCRIPT reply to a copy says nothing of the first copy,
+	// which may have run before the node lost its scripts.
+	resent bool
+}
+
+func (j *releaseJob) deadline() time.Time { return j.end }
+func (j *releaseJob) fail(err error)      { j.finish(0, false, err) }
+
+func (j *releaseJob) commands(cmds []redis.Cmder) []redis.Cmder {
+	// The count is of one command: a NOSCRIPT reply to an EVALSHA written
+	// once means it did nothing, so the EVAL starts a new count.
+	j.sent.s = j.value
+	j.sent.n.Store(0)
+	j.cmd = evalCmd(releaseScript, releaseSrc, j.eval, j.t.rkeys, &j.sent, j.t.owner, j.prefix)
+	return append(cmds, j.cmd)
+}
+
+func (j *releaseJob) done(time.Time, time.Time) bool {
+	if !j.eval && isNoScript(j.cmd.Err()) {
+		j.eval = true
+		j.resent = j.sent.n.Load() > 1
+		return true
+	}
+	v, err := j.cmd.Int64()
+	j.finish(v, j.resent || j.sent.n.Load() > 1, err)
+	return false
+}
+
+func (j *releaseJob) finish(v int64, resent bool, err error) {
+	if j.acq != nil {
+		j.acq.mu.Lock()
+		j.acq.busy[j.n.index]--
+		j.acq.mu.Unlock()
+		return
+	}
+	if l := j.unlock; l != nil && err == nil && v <= 0 && resent && !l.cfg.unsafeRetries && l.heldOn(j.n.index) && j.c.now().Before(j.until) {
+		// go-redis sent the release again after its connection failed,
+		// and the last copy found the key gone, or already taken by the
+		// next holder, on a node that held it while it was still valid:
+		// in the model, only the first copy of this release can have
+		// deleted it.
+		v = 1
+	}
+	j.leg.deliver(max(v, 0), err)
+}
+
+// extendJob extends a lock on one node.
+type extendJob struct {
+	leg
+	l   *Lock
+	ttl time.Duration
+	cmd *redis.Cmd
+	// eval is set after a NOSCRIPT reply.
+	eval bool
+}
+
+func (j *extendJob) deadline() time.Time { return j.end }
+func (j *extendJob) fail(err error)      { j.leg.deliver(0, err) }
+
+func (j *extendJob) commands(cmds []redis.Cmder) []redis.Cmder {
+	l := j.l
+	j.cmd = evalCmd(extendScript, extendSrc, j.eval, l.t.rkeys, l.att.value.value, l.t.owner, j.ttl.Milliseconds())
+	return append(cmds, j.cmd)
+}
+
+func (j *extendJob) done(time.Time, time.Time) bool {
+	if !j.eval && isNoScript(j.cmd.Err()) {
+		j.eval = true
+		return true
+	}
+	v, err := j.cmd.Int64()
+	if j.l.cfg.guard {
+		v, err = j.n.guarded(j.c, v, err)
+	}
+	j.leg.deliver(v, err)
+	return false
+}
+
+// fenceJob writes an attempt's fence back on one node.
+type fenceJob struct {
+	leg
+	t     *target
+	value string
+	fence int64
+	cmd   *redis.Cmd
+	eval  bool
+}
+
+func (j *fenceJob) deadline() time.Time { return j.end }
+func (j *fenceJob) fail(err error)      { j.leg.deliver(0, err) }
+
+func (j *fenceJob) commands(cmds []redis.Cmder) []redis.Cmder {
+	t := j.t
+	j.cmd = evalCmd(fenceScript, fenceSrc, j.eval, t.scriptKeys(), j.value, t.owner, j.fence, len(t.rkeys))
+	return append(cmds, j.cmd)
+}
+
+func (j *fenceJob) done(time.Time, time.Time) bool {
+	if !j.eval && isNoScript(j.cmd.Err()) {
+		j.eval = true
+		return true
+	}
+	v, err := j.cmd.Int64()
+	j.leg.deliver(v, err)
+	return false
+}
