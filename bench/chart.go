@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -141,6 +142,11 @@ func writeCharts(dir string, res *results) error {
 			return err
 		}
 	}
+	if res.par != nil {
+		if err := save(parallelChart(res), "perf-parallel.svg"); err != nil {
+			return err
+		}
+	}
 	if res.cont != nil {
 		ss := []series{{name: "wait p50"}, {name: "wait p99"}}
 		for _, name := range contendedNames {
@@ -217,4 +223,43 @@ func writeCharts(dir string, res *results) error {
 		}
 	}
 	return nil
+}
+
+// parallelChart draws (b): ops/s by goroutines, one line per contender, the
+// goroutine counts spaced evenly on a log scale.
+func parallelChart(res *results) *plot.Plot {
+	p := newPlot(fmt.Sprintf("(b) Parallel lock+unlock, %d nodes (median of %d rounds)", mainNodes, res.settings.rounds))
+	p.X.Label.Text = "goroutines"
+	p.Y.Label.Text = "lock+unlock per second"
+	top := 0.0
+	var ticks []plot.Tick
+	for _, g := range parallelLevels {
+		ticks = append(ticks, plot.Tick{Value: math.Log2(float64(g)), Label: strconv.Itoa(g)})
+	}
+	for i, name := range mainNames {
+		xys := make(plotter.XYs, 0, len(parallelLevels))
+		for _, g := range parallelLevels {
+			y := median(pickF(res.par[g][name], func(p parResult) float64 { return p.perSec }))
+			if math.IsNaN(y) {
+				continue
+			}
+			xys = append(xys, plotter.XY{X: math.Log2(float64(g)), Y: y})
+			top = max(top, y)
+		}
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			continue // no data for this contender
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1.5)
+		pts.Color = plotutil.Color(i)
+		pts.Shape = plotutil.Shape(i)
+		p.Add(l, pts)
+		p.Legend.Add(name, l, pts)
+	}
+	p.Y.Min, p.Y.Max = 0, top*1.35
+	p.Y.Tick.Marker = plainTicks
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.X.Min, p.X.Max = ticks[0].Value-0.3, ticks[len(ticks)-1].Value+0.3
+	return p
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,11 +62,42 @@ func (h *harnessTB) close() {
 	}
 }
 
+// sentCounter is a go-redis hook that counts the commands a client sends,
+// pipelined ones included, once enabled. It is the client's side of the
+// servers' count: a server's total_commands_processed also counts every
+// command a script runs (redis.call), so an EVALSHA that reads and deletes
+// a key counts 3 there and 1 here. Pub/sub commands bypass the hooks.
+type sentCounter struct {
+	on   atomic.Bool
+	cmds atomic.Int64
+}
+
+func (c *sentCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *sentCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if c.on.Load() {
+			c.cmds.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *sentCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if c.on.Load() {
+			c.cmds.Add(int64(len(cmds)))
+		}
+		return next(ctx, cmds)
+	}
+}
+
 // clientSet is one go-redis client per node, as a user would build them:
 // go-redis defaults apart from the address. Each contender gets its own set,
 // so that no contender warms another's connection pools.
 type clientSet struct {
 	clients []*redis.Client
+	sent    sentCounter // shared by the clients
 }
 
 func newClientSet(addrs []string) *clientSet { return newClientSetWith(addrs, nil) }
@@ -78,7 +110,9 @@ func newClientSetWith(addrs []string, opt func(*redis.Options)) *clientSet {
 		if opt != nil {
 			opt(o)
 		}
-		s.clients = append(s.clients, redis.NewClient(o))
+		c := redis.NewClient(o)
+		c.AddHook(&s.sent)
+		s.clients = append(s.clients, c)
 	}
 	return s
 }
@@ -90,6 +124,12 @@ func (s *clientSet) universal() []redis.UniversalClient {
 	}
 	return u
 }
+
+// countSent turns the count of sent commands on or off.
+func (s *clientSet) countSent(on bool) { s.sent.on.Store(on) }
+
+// sentSoFar is the number of commands sent while counting was on.
+func (s *clientSet) sentSoFar() int64 { return s.sent.cmds.Load() }
 
 func (s *clientSet) close() {
 	for _, c := range s.clients {

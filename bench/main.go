@@ -1,11 +1,13 @@
-// Command bench measures redlock against go-redsync/redsync v4 and a floor
-// client, on real redis-servers it starts itself, and writes the figures,
-// the targets of issue 6 and charts into docs/PERFORMANCE.md.
+// Command bench measures redlock against go-redsync/redsync v4 and two floor
+// clients (a plain one and one on go-redis's AutoPipeline), on real
+// redis-servers it starts itself, and writes the figures, the targets of
+// issue 12 and charts into docs/PERFORMANCE.md.
 //
 // Run it from this directory:
 //
-//	go run . -out ../docs/PERFORMANCE.md          # full run, about 7 minutes on 2 cores
-//	go run . -quick -out /tmp/perf.md             # smoke test, under a minute
+//	go run . -out ../docs/PERFORMANCE.md          # full run, about 11 minutes on 2 cores
+//	go run . -quick -out /tmp/perf.md             # smoke test, about 1.5 minutes
+//	go run . -quick -only b                       # some measures only, report on stdout
 //
 // It is a module of its own, so that users of the library never download
 // redsync or the plotting library. Contenders run in turn, A, B, C, A, B, C,
@@ -62,12 +64,16 @@ var (
 func main() {
 	var (
 		out     = flag.String("out", "", "write the report to this Markdown file (charts go beside it); stdout when empty")
-		isQuick = flag.Bool("quick", false, "smoke-test sizes: under a minute, figures only indicative")
+		isQuick = flag.Bool("quick", false, "smoke-test sizes: about 1.5 minutes, figures only indicative")
 		only    = flag.String("only", "abcdefg", "measures to run, by letter: a sequential, b parallel, c contended, d degraded, e allocations, f scaling, g renewals (-only x -profile DIR: profiles only)")
 		rounds  = flag.Int("rounds", 0, "rounds per measure (0: 11, and 5 for (c) and (d); 2, and 1 for (d), with -quick)")
 		profile = flag.String("profile", "", "also write CPU and allocation profiles of redlock and the floor into this directory")
 	)
 	flag.Parse()
+	if bad := strings.Trim(*only, "abcdefgx"); bad != "" || *only == "" {
+		fmt.Fprintf(os.Stderr, "bench: -only takes letters among abcdefg (and x with -profile), got %q\n", *only)
+		os.Exit(2)
+	}
 	s := full
 	if *isQuick {
 		s = quick

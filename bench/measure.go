@@ -164,9 +164,10 @@ func pingQuorum(ctx context.Context, rcs []*redis.Client, n int) []time.Duration
 
 // parResult is one round of the parallel measure.
 type parResult struct {
-	ops    int
-	perSec float64
-	lat    latencies
+	ops        int
+	perSec     float64
+	lat        latencies
+	readsPerOp float64 // read events on the servers per lock+unlock: batches the client wrote
 }
 
 // parallel runs g goroutines doing lock+unlock on distinct keys for d.
@@ -236,7 +237,8 @@ type contResult struct {
 	minPer        int     // fewest acquisitions by one goroutine
 	maxPer        int     // most acquisitions by one goroutine
 	overlaps      int     // an acquisition before the previous holder called Unlock
-	cmdsPerAcq    float64 // commands the servers processed per acquisition
+	cmdsPerAcq    float64 // commands the servers processed per acquisition, those scripts ran included
+	sentPerAcq    float64 // commands the client sent per acquisition (hooks, plus SUBSCRIBE and UNSUBSCRIBE)
 	cmdBreakdown  map[string]float64
 	unlockErrs    int
 	unlockReturns time.Duration // median Unlock duration
@@ -261,6 +263,8 @@ func contended(ctx context.Context, cl *cluster, nodes int, c *contender, g int,
 	defer cancel()
 
 	before := cl.counts(ctx, nodes)
+	c.clients.countSent(true)
+	sent := c.clients.sentSoFar()
 	var windowEnd time.Time
 	for w := range g {
 		wg.Go(func() {
@@ -296,6 +300,8 @@ func contended(ctx context.Context, cl *cluster, nodes int, c *contender, g int,
 	close(start)
 	wg.Wait()
 	time.Sleep(50 * time.Millisecond) // let UNSUBSCRIBE reach the servers
+	sent = c.clients.sentSoFar() - sent
+	c.clients.countSent(false)
 	delta := total(countsSince(cl.counts(ctx, nodes), before))
 
 	slices.SortFunc(tenures, func(a, b tenure) int { return a.acquired.Compare(b.acquired) })
@@ -338,6 +344,8 @@ func contended(ctx context.Context, cl *cluster, nodes int, c *contender, g int,
 	r.unlockReturns = pct(unl, 50)
 	if r.total > 0 {
 		r.cmdsPerAcq = float64(delta.cmds) / float64(r.total)
+		// The hooks miss pub/sub commands, which no script runs.
+		r.sentPerAcq = float64(sent+delta.byName["subscribe"]+delta.byName["unsubscribe"]) / float64(r.total)
 		r.cmdBreakdown = make(map[string]float64)
 		for k, v := range delta.byName {
 			r.cmdBreakdown[k] = float64(v) / float64(r.total)

@@ -22,6 +22,7 @@ type results struct {
 	seqErrs      map[string]*errCount
 	seqCmds      map[string][]float64 // commands the servers processed per cycle
 	seqReads     map[string][]float64 // read events on the servers per cycle
+	seqSent      map[string][]float64 // commands the client sent per cycle (go-redis hooks)
 	ping1, pingQ []latencies
 
 	par     map[int]map[string][]parResult // (b), by goroutines, then contender
@@ -69,7 +70,7 @@ func medDur(ls []latencies, f func(latencies) time.Duration) time.Duration {
 	return time.Duration(median(pick(ls, f)))
 }
 
-// target is one figure to reach, as issue 6 states it.
+// target is one figure to reach, as issue 12 states it.
 type target struct {
 	measure string
 	what    string
@@ -110,17 +111,45 @@ func (res *results) targets() []target {
 		t.met, t.note = check(r.median(), lim, below, false)
 		ts = append(ts, t)
 	}
+	reported := func(measure, what, got string) {
+		ts = append(ts, target{measure: measure, what: what, limit: "reported", got: got})
+	}
 	if res.seq != nil {
-		ours := p50s(res.seq[nameOurs])
-		add("(a)", "redlock p50 / floor p50", "≤ 1.05×", ratioOf(ours, p50s(res.seq[nameFloor])), 1.05, true)
-		add("(a)", "redlock p50 / redsync p50", "≤ 0.70×", ratioOf(ours, p50s(res.seq[nameRedsync])), 0.70, true)
+		add("(a)", "redlock p50 / plain floor p50", "≤ 1.00×", ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[nameFloor])), 1.0, true)
+		var per, sent []string
+		for _, name := range mainNames {
+			per = append(per, name+" "+fmtNum(median(res.seqCmds[name])))
+			sent = append(sent, name+" "+fmtNum(median(res.seqSent[name])))
+		}
+		reported("(a)", "commands per uncontended lock+unlock, servers' INFO (script calls included)", strings.Join(per, ", "))
+		reported("(a)", "commands per uncontended lock+unlock, sent by the client (go-redis hooks)", strings.Join(sent, ", "))
 	}
 	if res.par != nil {
-		for _, g := range parallelLevels {
-			f := func(p parResult) float64 { return p.perSec }
-			r := ratioOf(pickF(res.par[g][nameOurs], f), pickF(res.par[g][nameFloor], f))
-			add("(b)", fmt.Sprintf("redlock ops/s / floor ops/s, %d goroutines", g), "≥ 0.95×", r, 0.95, false)
+		ops := func(p parResult) float64 { return p.perSec }
+		p99 := func(p parResult) float64 { return float64(p.lat.p99) }
+		for _, g := range targetLevels {
+			ours := res.par[g][nameOurs]
+			add("(b)", fmt.Sprintf("redlock ops/s / plain floor ops/s, %d goroutines", g), "≥ 3.00×", ratioOf(pickF(ours, ops), pickF(res.par[g][nameFloor], ops)), 3, false)
 		}
+		for _, g := range targetLevels {
+			ours := res.par[g][nameOurs]
+			add("(b)", fmt.Sprintf("redlock ops/s / pipelined floor ops/s, %d goroutines", g), "≥ 0.85×", ratioOf(pickF(ours, ops), pickF(res.par[g][namePipeFloor], ops)), 0.85, false)
+		}
+		for _, g := range targetLevels {
+			ours := res.par[g][nameOurs]
+			add("(b)", fmt.Sprintf("redlock p99 / plain floor p99, %d goroutines", g), "≤ 0.50×", ratioOf(pickF(ours, p99), pickF(res.par[g][nameFloor], p99)), 0.5, true)
+		}
+		n := 0
+		for _, g := range parallelLevels {
+			n += res.parErrs[g][nameOurs].unlocks()
+		}
+		t := target{measure: "(b)", what: "redlock Unlock errors, all goroutine counts", limit: "0", got: fmt.Sprint(n)}
+		ok := n == 0
+		t.met = &ok
+		if !ok {
+			t.note = fmt.Sprintf("%d errors", n)
+		}
+		ts = append(ts, t)
 	}
 	if res.cont != nil {
 		ours := res.cont[nameOurs]
@@ -131,19 +160,20 @@ func (res *results) targets() []target {
 		t.met, t.note = check(float64(gap), float64(time.Millisecond), true, true)
 		ts = append(ts, t)
 		cmds := median(pickF(ours, func(c contResult) float64 { return c.cmdsPerAcq }))
-		t = target{measure: "(c)", what: "redlock Redis commands per acquisition", limit: "≤ 30", got: fmtNum(cmds)}
+		t = target{measure: "(c)", what: "redlock Redis commands per acquisition, servers' INFO (script calls included)", limit: "≤ 30", got: fmtNum(cmds)}
 		t.met, t.note = check(cmds, 30, true, false)
 		ts = append(ts, t)
+		reported("(c)", "redlock Redis commands per acquisition, sent by the client (issue 6's count)",
+			fmtNum(median(pickF(ours, func(c contResult) float64 { return c.sentPerAcq }))))
 		same := median(pickF(ours, func(c contResult) float64 { return c.sameShare }))
-		t = target{measure: "(c)", what: "redlock same holder re-acquires", limit: "< 50 %", got: fmt.Sprintf("%.0f %%", same*100)}
+		t = target{measure: "(c)", what: "redlock same holder re-acquires (kept from issue 6)", limit: "< 50 %", got: fmt.Sprintf("%.0f %%", same*100)}
 		t.met, t.note = check(same, 0.5, true, true)
 		ts = append(ts, t)
 	}
 	if res.paused != nil {
 		add("(d)", "redlock p50, one node SIGSTOPped / healthy p50", "≤ 1.20×", ratioOf(p50s(res.paused[nameOurs]), p50s(res.degHealthy[nameOurs])), 1.2, true)
 		for _, name := range []string{nameRedsync, nameRedsyncCtx} {
-			ts = append(ts, target{measure: "(d)", what: name + " p50, one node SIGSTOPped / healthy p50", limit: "reported",
-				got: ratioOf(p50s(res.paused[name]), p50s(res.degHealthy[name])).String()})
+			reported("(d)", name+" p50, one node SIGSTOPped / healthy p50", ratioOf(p50s(res.paused[name]), p50s(res.degHealthy[name])).String())
 		}
 	}
 	if res.allocs != nil {
@@ -151,7 +181,14 @@ func (res *results) targets() []target {
 		add("(e)", "redlock allocations / redsync allocations", "≤ 0.80×", ratioOf(pickF(res.allocs[nameOurs], f), pickF(res.allocs[nameRedsync], f)), 0.8, true)
 	}
 	if res.scale != nil {
-		add("(f)", "redlock p50 at N = 9 / p50 at N = 3", "≤ 1.30×", ratioOf(p50s(res.scale[9][nameOurs]), p50s(res.scale[3][nameOurs])), 1.3, true)
+		ours := ratioOf(p50s(res.scale[9][nameOurs]), p50s(res.scale[3][nameOurs]))
+		ping := ratioOf(p50s(res.scalePing[9]), p50s(res.scalePing[3]))
+		add("(f)", "redlock (p50 at N = 9 / N = 3) / PING fan-out's (N = 9 / N = 3)", "≤ 1.10×", ratioOf(ours, ping), 1.1, true)
+	}
+	if r := res.renew; r != nil {
+		reported("(g)", fmt.Sprintf("client CPU holding %d auto-extended locks", r.locks), fmt.Sprintf("%.1f %% of one core", r.cpu*100))
+		reported("(g)", "pipelines (server read events) per second per node", fmtNum(median(r.reads)))
+		reported("(g)", "commands per second per node", fmtNum(median(r.cmds)))
 	}
 	return ts
 }
@@ -169,9 +206,9 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		p("> **Quick mode:** %d rounds of short measures. The figures are indicative only; the committed figures come from a full run.\n\n", s.rounds)
 	}
 	p("Each contender has its own go-redis v9 clients with default options. Contenders run in turn within each\n")
-	p("round (A, B, C, A, B, C, …): %d rounds for (a), (b), (e) and (f), %d for (c), %d for (d). A figure is the median\n", s.rounds, s.contRounds, s.degradedRounds)
-	p("over rounds; a comparison is the median of the per-round ratios, with the lowest and highest round in\n")
-	p("brackets. Commands and batches are counted by the servers themselves (INFO stats and commandstats, the\n")
+	p("round (A, B, C, A, B, C, …): %d rounds for (a), (b), (e) and (f), %d for (c), %d for (d). A figure is\n", s.rounds, s.contRounds, s.degradedRounds)
+	p("the median over rounds; a comparison is the median of the per-round ratios, with the lowest and highest round\n")
+	p("in brackets. Commands and batches are counted by the servers themselves (INFO stats and commandstats, the\n")
 	p("harness's own INFO calls taken out), so the count does not depend on the client's transport.\n\n")
 	p("- **redlock**: this library, defaults (`redlock.New(nodes)`; TTL 10 s, pub/sub wake-up on).\n")
 	p("- **redsync**: go-redsync/redsync v4, defaults (`redsync.New(goredis.NewPool(c)...)`, `NewMutex(key)`; expiry 8 s, 32 tries, 50–250 ms between tries).\n")
@@ -183,6 +220,7 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	p("  node while a batch is in flight go out together as the next pipeline.\n\n")
 
 	p("## Targets\n\n")
+	p("The targets of issue 12 (pipelined transport), and the ones kept from issue 6.\n\n")
 	p("| | Target | Limit | Measured | Verdict |\n|---|---|---|---|---|\n")
 	for _, t := range res.targets() {
 		verdict := "not run"
@@ -200,15 +238,25 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	p("\n")
 	var ctxNotes []string
 	if res.seq != nil {
-		ctxNotes = append(ctxNotes, "(a) redsync p50 / floor p50 "+ratioOf(p50s(res.seq[nameRedsync]), p50s(res.seq[nameFloor])).String())
+		ctxNotes = append(ctxNotes, "(a) pipelined floor p50 / plain floor p50 "+ratioOf(p50s(res.seq[namePipeFloor]), p50s(res.seq[nameFloor])).String()+
+			", redsync p50 / plain floor p50 "+ratioOf(p50s(res.seq[nameRedsync]), p50s(res.seq[nameFloor])).String())
+	}
+	if res.par != nil {
+		ops := func(p parResult) float64 { return p.perSec }
+		for _, g := range targetLevels {
+			ctxNotes = append(ctxNotes, fmt.Sprintf("(b) pipelined floor ops/s / plain floor ops/s at %d goroutines %s", g,
+				ratioOf(pickF(res.par[g][namePipeFloor], ops), pickF(res.par[g][nameFloor], ops))))
+		}
 	}
 	if res.allocs != nil {
 		f := func(a allocResult) float64 { return a.allocs }
-		ctxNotes = append(ctxNotes, "(e) floor allocations / redsync allocations "+ratioOf(pickF(res.allocs[nameFloor], f), pickF(res.allocs[nameRedsync], f)).String())
+		ctxNotes = append(ctxNotes, "(e) plain floor allocations / redsync allocations "+ratioOf(pickF(res.allocs[nameFloor], f), pickF(res.allocs[nameRedsync], f)).String()+
+			", pipelined floor "+ratioOf(pickF(res.allocs[namePipeFloor], f), pickF(res.allocs[nameRedsync], f)).String())
 	}
 	if res.scale != nil {
-		ctxNotes = append(ctxNotes, "(f) floor N = 9 / N = 3 "+ratioOf(p50s(res.scale[9][nameFloor]), p50s(res.scale[3][nameFloor])).String()+
-			", PING fan-out N = 9 / N = 3 "+ratioOf(p50s(res.scalePing[9]), p50s(res.scalePing[3])).String())
+		ctxNotes = append(ctxNotes, "(f) N = 9 / N = 3: redlock "+ratioOf(p50s(res.scale[9][nameOurs]), p50s(res.scale[3][nameOurs])).String()+
+			", plain floor "+ratioOf(p50s(res.scale[9][nameFloor]), p50s(res.scale[3][nameFloor])).String()+
+			", PING fan-out "+ratioOf(p50s(res.scalePing[9]), p50s(res.scalePing[3])).String())
 	}
 	if len(ctxNotes) > 0 {
 		p("For context, the same ratios for the reference clients: %s.\n\n", strings.Join(ctxNotes, "; "))
@@ -221,20 +269,23 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		p("all %d nodes at once, counted at the quorum-th reply (what the floor pays twice per cycle), both measured in\n", mainNodes)
 		p("the same rounds. *Commands* and *batches* per cycle are what all %d servers processed during the contender's\n", mainNodes)
 		p("turn, divided by its cycles: `total_commands_processed` and `total_reads_processed` (one read event per\n")
-		p("batch a client wrote) from INFO stats.\n\n")
+		p("batch a client wrote) from INFO stats. Redis counts in `total_commands_processed` every command a script\n")
+		p("runs as well (an EVALSHA of compare-and-delete that deletes counts 3: EVALSHA, GET, DEL), so *sent* gives\n")
+		p("the commands the client sent, counted by a go-redis hook on its clients.\n\n")
 		if chartDir != "" {
 			p("![Sequential lock+unlock latency by contender](perf-latency.svg)\n\n")
 		}
-		p("| Contender | p50 | p90 | p99 | p50 in one-node PINGs | p50 in quorum fan-out PINGs | commands per cycle | batches per cycle | errors |\n|---|---|---|---|---|---|---|---|---|\n")
+		p("| Contender | p50 | p90 | p99 | p50 in one-node PINGs | p50 in quorum fan-out PINGs | commands per cycle | sent per cycle | batches per cycle | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, name := range mainNames {
 			ls := res.seq[name]
-			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
+			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
 				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p50 })),
 				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p90 })),
 				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p99 })),
 				fmtNum(ratioOf(p50s(ls), p50s(res.ping1)).median()),
 				fmtNum(ratioOf(p50s(ls), p50s(res.pingQ)).median()),
 				fmtNum(median(res.seqCmds[name])),
+				fmtNum(median(res.seqSent[name])),
 				fmtNum(median(res.seqReads[name])),
 				res.seqErrs[name])
 		}
@@ -242,16 +293,19 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 			name string
 			ls   []latencies
 		}{{"PING, one node", res.ping1}, {fmt.Sprintf("PING, %d nodes, quorum-th reply", mainNodes), res.pingQ}} {
-			p("| _%s_ | %s | %s | %s | | | | | |\n", pg.name,
+			p("| _%s_ | %s | %s | %s | | | | | | |\n", pg.name,
 				fmtDur(medDur(pg.ls, func(l latencies) time.Duration { return l.p50 })),
 				fmtDur(medDur(pg.ls, func(l latencies) time.Duration { return l.p90 })),
 				fmtDur(medDur(pg.ls, func(l latencies) time.Duration { return l.p99 })))
 		}
-		p("\nPer-round ratios of the p50: redlock / floor %s; redlock / redsync %s; redsync / floor %s.\n\n",
+		p("\nPer-round ratios of the p50: redlock / plain floor %s; redlock / pipelined floor %s; redlock / redsync %s;\n",
 			ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[nameFloor])),
-			ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[nameRedsync])),
+			ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[namePipeFloor])),
+			ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[nameRedsync])))
+		p("pipelined floor / plain floor %s; redsync / plain floor %s.\n\n",
+			ratioOf(p50s(res.seq[namePipeFloor]), p50s(res.seq[nameFloor])),
 			ratioOf(p50s(res.seq[nameRedsync]), p50s(res.seq[nameFloor])))
-		p("Per-round ratios of the p99: redlock / floor %s; redlock / redsync %s.\n\n",
+		p("Per-round ratios of the p99: redlock / plain floor %s; redlock / redsync %s.\n\n",
 			ratioOf(p99s(res.seq[nameOurs]), p99s(res.seq[nameFloor])),
 			ratioOf(p99s(res.seq[nameOurs]), p99s(res.seq[nameRedsync])))
 		errorSamples(p, "sequential", res.seqErrs)
@@ -260,21 +314,31 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	if res.par != nil {
 		p("## (b) Parallel lock+unlock\n\n")
 		p("G goroutines, each on its own keys, for %v per contender per round. The go-redis pools keep their default\n", s.parDur)
-		p("size (10 per CPU), the same for every contender.\n\n")
-		p("| Goroutines | Contender | ops/s | p50 | p99 | ops/s vs floor | errors |\n|---|---|---|---|---|---|---|\n")
+		p("size (10 per CPU), the same for every contender. *Batches per lock+unlock* is the read events of all %d\n", mainNodes)
+		p("servers (INFO `total_reads_processed`) in the contender's turn, divided by its cycles: %d when every command\n", 2*mainNodes)
+		p("travels alone, fewer when they are pipelined.\n\n")
+		if chartDir != "" {
+			p("![Parallel lock+unlock throughput by goroutines](perf-parallel.svg)\n\n")
+		}
+		p("| Goroutines | Contender | ops/s | p50 | p99 | ops/s vs plain floor | ops/s vs pipelined floor | p99 vs plain floor | batches per lock+unlock | errors |\n")
+		p("|---|---|---|---|---|---|---|---|---|---|\n")
+		ops := func(p parResult) float64 { return p.perSec }
+		p99 := func(p parResult) float64 { return float64(p.lat.p99) }
 		for _, g := range parallelLevels {
 			for _, name := range mainNames {
 				rs := res.par[g][name]
-				f := func(p parResult) float64 { return p.perSec }
-				errs := res.parErrs[g][name]
 				ls := make([]latencies, len(rs))
 				for i, r := range rs {
 					ls[i] = r.lat
 				}
-				p("| %d | %s | %.0f | %s | %s | %s | %s |\n", g, name, median(pickF(rs, f)),
+				p("| %d | %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", g, name, median(pickF(rs, ops)),
 					fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p50 })),
 					fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p99 })),
-					ratioOf(pickF(rs, f), pickF(res.par[g][nameFloor], f)), errs)
+					ratioOf(pickF(rs, ops), pickF(res.par[g][nameFloor], ops)),
+					ratioOf(pickF(rs, ops), pickF(res.par[g][namePipeFloor], ops)),
+					ratioOf(pickF(rs, p99), pickF(res.par[g][nameFloor], p99)),
+					fmtNum(median(pickF(rs, func(p parResult) float64 { return p.readsPerOp }))),
+					res.parErrs[g][name])
 			}
 		}
 		p("\n")
@@ -292,14 +356,15 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		p("to the next acquisition, only for handoffs to a different goroutine; it is negative when the next holder got\n")
 		p("the lock before the releasing Unlock had returned. *Same holder* is the share of consecutive acquisitions by\n")
 		p("the same goroutine. *Commands* are what the servers processed in the contender's turn (INFO\n")
-		p("`total_commands_processed`, SUBSCRIBE and UNSUBSCRIBE included), divided by all its acquisitions; by command\n")
-		p("from INFO commandstats. The floors sit out: they have no wait policy. *redlock (polling)* is redlock with\n")
-		p("`WithPubSub(false)`.\n\n")
+		p("`total_commands_processed`: SUBSCRIBE, UNSUBSCRIBE and the commands scripts run included), divided by all its\n")
+		p("acquisitions; by command from INFO commandstats. *Sent* counts the commands the client sent instead (go-redis\n")
+		p("hooks, plus SUBSCRIBE and UNSUBSCRIBE from the servers), as issue 6 counted them. The floors sit out: they\n")
+		p("have no wait policy. *redlock (polling)* is redlock with `WithPubSub(false)`.\n\n")
 		if chartDir != "" {
 			p("![Wait percentiles under contention](perf-contention.svg)\n\n")
 		}
-		p("| Contender | acquisitions/s | wait p50 | wait p99 | wait max | gap p50 | gap p99 | same holder | min / max per goroutine | commands / acquisition | failed Lock calls | overlaps |\n")
-		p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("| Contender | acquisitions/s | wait p50 | wait p99 | wait max | gap p50 | gap p99 | same holder | min / max per goroutine | commands / acquisition | sent / acquisition | failed Lock calls | overlaps |\n")
+		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, name := range contendedNames {
 			rs := res.cont[name]
 			d := func(f func(contResult) time.Duration) string { return fmtDur(time.Duration(median(pick(rs, f)))) }
@@ -309,7 +374,7 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 				failed += r.failedCalls
 				overlaps += r.overlaps
 			}
-			p("| %s | %.0f | %s | %s | %s | %s | %s | %.0f %% | %.0f / %.0f | %s | %d | %d |\n", name,
+			p("| %s | %.0f | %s | %s | %s | %s | %s | %.0f %% | %.0f / %.0f | %s | %s | %d | %d |\n", name,
 				fl(func(c contResult) float64 { return c.perSec }),
 				d(func(c contResult) time.Duration { return c.waitP50 }),
 				d(func(c contResult) time.Duration { return c.waitP99 }),
@@ -320,9 +385,10 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 				fl(func(c contResult) float64 { return float64(c.minPer) }),
 				fl(func(c contResult) float64 { return float64(c.maxPer) }),
 				fmtNum(fl(func(c contResult) float64 { return c.cmdsPerAcq })),
+				fmtNum(fl(func(c contResult) float64 { return c.sentPerAcq })),
 				failed, overlaps)
 		}
-		p("\nCommands per acquisition, by command (median over rounds):\n\n")
+		p("\nCommands the servers processed per acquisition, by command (median over rounds):\n\n")
 		for _, name := range contendedNames {
 			rs := res.cont[name]
 			names := map[string]bool{}
@@ -389,7 +455,7 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		p("## (e) Allocations per lock+unlock\n\n")
 		p("runtime.MemStats deltas over %d sequential cycles per contender per round, every goroutine of the process\n", s.allocOps)
 		p("included (the requests' goroutines are part of the cost); keys are built beforehand.\n\n")
-		p("| Contender | allocations | bytes | allocations vs redsync | allocations vs floor |\n|---|---|---|---|---|\n")
+		p("| Contender | allocations | bytes | allocations vs redsync | allocations vs plain floor |\n|---|---|---|---|---|\n")
 		fa := func(a allocResult) float64 { return a.allocs }
 		fb := func(a allocResult) float64 { return a.bytes }
 		for _, name := range mainNames {
@@ -411,38 +477,43 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		for _, n := range scaleNodes {
 			p(" N = %d |", n)
 		}
-		p(" N = 9 / N = 3 |\n|---|")
+		p(" N = 9 / N = 3 | vs PING's N = 9 / N = 3 |\n|---|")
 		for range scaleNodes {
 			p("---|")
 		}
-		p("---|\n")
+		p("---|---|\n")
+		ping := ratioOf(p50s(res.scalePing[9]), p50s(res.scalePing[3]))
 		for _, name := range mainNames {
 			p("| %s |", name)
 			for _, n := range scaleNodes {
 				p(" %s |", fmtDur(medDur(res.scale[n][name], func(l latencies) time.Duration { return l.p50 })))
 			}
-			p(" %s |\n", ratioOf(p50s(res.scale[9][name]), p50s(res.scale[3][name])))
+			r := ratioOf(p50s(res.scale[9][name]), p50s(res.scale[3][name]))
+			p(" %s | %s |\n", r, ratioOf(r, ping))
 		}
 		p("| _PING, quorum-th reply_ |")
 		for _, n := range scaleNodes {
 			p(" %s |", fmtDur(medDur(res.scalePing[n], func(l latencies) time.Duration { return l.p50 })))
 		}
-		p(" %s |\n\n", ratioOf(p50s(res.scalePing[9]), p50s(res.scalePing[3])))
+		p(" %s | |\n\n", ping)
+		p("The last column divides each round's N = 9 / N = 3 ratio by the PING fan-out's in the same round: how much\n")
+		p("worse than the bare transport a contender scales, with the machine's own scaling taken out.\n\n")
 	}
 
 	if r := res.renew; r != nil {
+		b0 := renewBefore
 		p("## (g) Renewals\n\n")
 		p("One redlock Client on %d nodes holds %d locks taken with `WithAutoExtend(true)` and TTL %v, so each is\n", mainNodes, r.locks, r.ttl)
 		p("renewed every %v: %.0f extensions per second per node are due. Taking them took %v (%d goroutines).\n", r.ttl/3, float64(r.locks)/(r.ttl/3).Seconds(), r.acquire.Round(time.Millisecond), r.takers)
 		p("Over a %v window: this process's CPU from getrusage; per node, the batches (pipelines or single commands)\n", r.window)
 		p("and commands it processed, from INFO stats (`total_reads_processed`: one read event per batch the client\n")
-		p("wrote; `total_commands_processed`), and its CPU from INFO cpu.\n\n")
-		p("| | per second |\n|---|---|\n")
-		p("| client CPU, idle Client before the locks | %.1f ms |\n", r.idleCPU*1000)
-		p("| client CPU, holding the locks | %.1f ms (%.1f %% of one core) |\n", r.cpu*1000, r.cpu*100)
-		p("| pipelines (server read events) per node | %s |\n", perNode(r.reads, "%.1f"))
-		p("| commands per node | %s |\n", perNode(r.cmds, "%.0f"))
-		p("| redis-server CPU per node | %s ms |\n", perNode(scale(r.serverCPU, 1000), "%.1f"))
+		p("wrote; `total_commands_processed`), and its CPU from INFO cpu. *Before* is %s.\n\n", b0.source)
+		p("| | this run, per second | before, per second |\n|---|---|---|\n")
+		p("| client CPU, idle Client before the locks | %.1f ms | %s |\n", r.idleCPU*1000, orNA(b0.idleCPU*1000, "%.1f ms"))
+		p("| client CPU, holding the locks | %.1f ms (%.1f %% of one core) | %s |\n", r.cpu*1000, r.cpu*100, orNA(b0.cpu*1000, "%.1f ms"))
+		p("| pipelines (server read events) per node | %s | %s |\n", perNode(r.reads, "%.1f"), orNA(b0.reads, "%.1f"))
+		p("| commands per node | %s | %s |\n", perNode(r.cmds, "%.0f"), orNA(b0.cmds, "%.0f"))
+		p("| redis-server CPU per node | %s ms | %s |\n", perNode(scale(r.serverCPU, 1000), "%.1f"), orNA(b0.serverCPU*1000, "%.1f ms"))
 		p("\nLocks lost during the window: %d of %d. Unlock errors afterwards (%d goroutines): %d.\n", r.lost, r.locks, r.takers, r.unlockErrs)
 		if r.firstUnlockErr != "" {
 			p("The first: `%s`.\n", r.firstUnlockErr)
@@ -491,6 +562,14 @@ func errorSamples(p func(string, ...any), where string, errs map[string]*errCoun
 	if any {
 		p("\n")
 	}
+}
+
+// orNA formats x, or says n/a when it is zero (not measured).
+func orNA(x float64, format string) string {
+	if x == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, x)
 }
 
 func scale(xs []float64, k float64) []float64 {

@@ -23,8 +23,10 @@ var (
 	mainNames      = []string{nameOurs, nameRedsync, nameFloor, namePipeFloor}
 	contendedNames = []string{nameOurs, nameOursPolling, nameRedsync}
 	degradedNames  = []string{nameOurs, nameRedsync, nameRedsyncCtx, nameFloor, namePipeFloor}
-	parallelLevels = []int{32, 128}
-	scaleNodes     = []int{3, 5, 7, 9}
+	parallelLevels = []int{1, 8, 32, 128, 512}
+	// targetLevels are the goroutine counts that (b)'s targets name.
+	targetLevels = []int{32, 128}
+	scaleNodes   = []int{3, 5, 7, 9}
 )
 
 const (
@@ -51,21 +53,27 @@ func measureSequential(ctx context.Context, cl *cluster, res *results) error {
 	res.seqErrs = map[string]*errCount{}
 	res.seqCmds = map[string][]float64{}
 	res.seqReads = map[string][]float64{}
+	res.seqSent = map[string][]float64{}
 	for r := range s.rounds {
 		logf("(a) %s", roundName("sequential", r, s.rounds))
 		for _, c := range cs {
 			keys := keysFor(fmt.Sprintf("a:%s:%d", c.name, r), s.seqOps)
 			lat := make([]time.Duration, len(keys))
 			before := cl.counts(ctx, mainNodes)
+			c.clients.countSent(true)
+			sent := c.clients.sentSoFar()
 			if res.seqErrs[c.name] == nil {
 				res.seqErrs[c.name] = &errCount{}
 			}
 			seqOps(ctx, c, keys, lat, nil, 0, res.seqErrs[c.name])
 			time.Sleep(5 * time.Millisecond) // the last cycle's stragglers
+			sent = c.clients.sentSoFar() - sent
+			c.clients.countSent(false)
 			d := total(countsSince(cl.counts(ctx, mainNodes), before))
 			res.seq[c.name] = append(res.seq[c.name], summarise(lat))
 			res.seqCmds[c.name] = append(res.seqCmds[c.name], float64(d.cmds)/float64(len(keys)))
 			res.seqReads[c.name] = append(res.seqReads[c.name], float64(d.reads)/float64(len(keys)))
+			res.seqSent[c.name] = append(res.seqSent[c.name], float64(sent)/float64(len(keys)))
 		}
 		res.ping1 = append(res.ping1, summarise(pingOne(ctx, pings.clients[0], s.seqOps)))
 		res.pingQ = append(res.pingQ, summarise(pingQuorum(ctx, pings.clients, s.seqOps)))
@@ -114,7 +122,12 @@ func measureParallel(ctx context.Context, cl *cluster, res *results) error {
 		for r := range s.rounds {
 			logf("(b) %s, %d goroutines", roundName("parallel", r, s.rounds), g)
 			for _, c := range cs {
+				before := cl.counts(ctx, mainNodes)
 				pr := parallel(ctx, c, g, s.parDur, fmt.Sprintf("b:%s:%d:%d", c.name, g, r), res.parErrs[g][c.name])
+				d := total(countsSince(cl.counts(ctx, mainNodes), before))
+				if pr.ops > 0 {
+					pr.readsPerOp = float64(d.reads) / float64(pr.ops)
+				}
 				res.par[g][c.name] = append(res.par[g][c.name], pr)
 			}
 		}
