@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -219,6 +220,26 @@ func writeCharts(dir string, res *results) error {
 		p.Y.Tick.Marker = plainTicks
 		p.X.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 3, Label: "3"}, {Value: 5, Label: "5"}, {Value: 7, Label: "7"}, {Value: 9, Label: "9"}})
 		if err := save(p, "perf-scaling.svg"); err != nil {
+			return err
+		}
+	}
+	if res.wan != nil {
+		ss := []series{{name: "Lock p50"}, {name: "Unlock p50"}}
+		for _, name := range mainNames {
+			ws := res.wan[name]
+			ss[0].vals = append(ss[0].vals, ms(time.Duration(median(pick(ws, func(w wanRound) time.Duration { return w.lock.p50 })))))
+			ss[1].vals = append(ss[1].vals, ms(time.Duration(median(pick(ws, func(w wanRound) time.Duration { return w.unlock.p50 })))))
+		}
+		var rtts []string
+		for _, d := range wanRTTs {
+			rtts = append(rtts, strconv.Itoa(int(d/time.Millisecond)))
+		}
+		title := fmt.Sprintf("(h) WAN: nodes %s ms away (quorum-th %v)", strings.Join(rtts, ", "), wanQuorumRTT())
+		p, err := grouped(title, "p50 (ms)", mainNames, ss, false)
+		if err != nil {
+			return err
+		}
+		if err := save(p, "perf-wan.svg"); err != nil {
 			return err
 		}
 	}

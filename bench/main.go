@@ -7,7 +7,7 @@
 //
 //	go run . -out ../docs/PERFORMANCE.md          # full run, about 11 minutes on 2 cores
 //	go run . -quick -out /tmp/perf.md             # smoke test, about 1.5 minutes
-//	go run . -quick -only b                       # some measures only, report on stdout
+//	go run . -quick -only bh                      # some measures only, report on stdout
 //
 // It is a module of its own, so that users of the library never download
 // redsync or the plotting library. Contenders run in turn, A, B, C, A, B, C,
@@ -35,6 +35,7 @@ type settings struct {
 	rounds         int // (a), (b), (e), (f)
 	contRounds     int // (c): each round holds the lock for seconds
 	degradedRounds int // (d): redsync spends about 10 s per cycle with a paused node
+	wanRounds      int // (h): redsync spends about 160 ms per cycle
 	warmOps        int
 	seqOps         int           // (a) lock+unlock cycles per contender per round
 	parDur         time.Duration // (b) per contender per round
@@ -46,18 +47,19 @@ type settings struct {
 	renewLocks     int           // (g)
 	renewTTL       time.Duration // (g)
 	renewWindow    time.Duration // (g)
+	wanOps         int           // (h) lock+unlock cycles per contender per round
 }
 
 var (
 	full = settings{
-		rounds: 11, contRounds: 5, degradedRounds: 5, warmOps: 300, seqOps: 1300, parDur: time.Second, contDur: 4 * time.Second,
+		rounds: 11, contRounds: 5, degradedRounds: 5, wanRounds: 5, warmOps: 300, seqOps: 1300, parDur: time.Second, contDur: 4 * time.Second,
 		degradedOps: 1000, degradedBudget: 3 * time.Second, allocOps: 1000, scaleOps: 600,
-		renewLocks: 10000, renewTTL: 3 * time.Second, renewWindow: 10 * time.Second,
+		renewLocks: 10000, renewTTL: 3 * time.Second, renewWindow: 10 * time.Second, wanOps: 40,
 	}
 	quick = settings{
-		rounds: 2, contRounds: 2, degradedRounds: 1, warmOps: 100, seqOps: 300, parDur: 500 * time.Millisecond, contDur: time.Second,
+		rounds: 2, contRounds: 2, degradedRounds: 1, wanRounds: 2, warmOps: 100, seqOps: 300, parDur: 500 * time.Millisecond, contDur: time.Second,
 		degradedOps: 200, degradedBudget: time.Second, allocOps: 300, scaleOps: 200,
-		renewLocks: 10000, renewTTL: 3 * time.Second, renewWindow: 2 * time.Second,
+		renewLocks: 10000, renewTTL: 3 * time.Second, renewWindow: 2 * time.Second, wanOps: 12,
 	}
 )
 
@@ -65,13 +67,13 @@ func main() {
 	var (
 		out     = flag.String("out", "", "write the report to this Markdown file (charts go beside it); stdout when empty")
 		isQuick = flag.Bool("quick", false, "smoke-test sizes: about 1.5 minutes, figures only indicative")
-		only    = flag.String("only", "abcdefg", "measures to run, by letter: a sequential, b parallel, c contended, d degraded, e allocations, f scaling, g renewals (-only x -profile DIR: profiles only)")
-		rounds  = flag.Int("rounds", 0, "rounds per measure (0: 11, and 5 for (c) and (d); 2, and 1 for (d), with -quick)")
+		only    = flag.String("only", "abcdefgh", "measures to run, by letter: a sequential, b parallel, c contended, d degraded, e allocations, f scaling, g renewals, h WAN (-only x -profile DIR: profiles only)")
+		rounds  = flag.Int("rounds", 0, "rounds per measure (0: 11, and 5 for (c), (d) and (h); 2, and 1 for (d), with -quick)")
 		profile = flag.String("profile", "", "also write CPU and allocation profiles of redlock and the floor into this directory")
 	)
 	flag.Parse()
-	if bad := strings.Trim(*only, "abcdefgx"); bad != "" || *only == "" {
-		fmt.Fprintf(os.Stderr, "bench: -only takes letters among abcdefg (and x with -profile), got %q\n", *only)
+	if bad := strings.Trim(*only, "abcdefghx"); bad != "" || *only == "" {
+		fmt.Fprintf(os.Stderr, "bench: -only takes letters among abcdefgh (and x with -profile), got %q\n", *only)
 		os.Exit(2)
 	}
 	s := full
@@ -79,7 +81,7 @@ func main() {
 		s = quick
 	}
 	if *rounds > 0 {
-		s.rounds, s.contRounds, s.degradedRounds = *rounds, *rounds, *rounds
+		s.rounds, s.contRounds, s.degradedRounds, s.wanRounds = *rounds, *rounds, *rounds, *rounds
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -122,6 +124,7 @@ func run(ctx context.Context, s settings, isQuick bool, only, out, profileDir st
 		{"d", measureDegraded},
 		{"f", measureScaling},
 		{"g", measureRenewals},
+		{"h", measureWAN},
 	}
 	for _, st := range steps {
 		if !strings.Contains(only, st.letter) {

@@ -40,6 +40,10 @@ type results struct {
 	scalePing map[int][]latencies            // (f) PING fan-out to the quorum-th reply
 
 	renew *renewResult // (g)
+
+	wan     map[string][]wanRound // (h), by contender, one per round
+	wanErrs map[string]*errCount
+	wanPing []latencies // (h) PING fan-out to the quorum-th reply
 }
 
 func p50s(ls []latencies) []float64 {
@@ -190,6 +194,26 @@ func (res *results) targets() []target {
 		reported("(g)", "pipelines (server read events) per second per node", fmtNum(median(r.reads)))
 		reported("(g)", "commands per second per node", fmtNum(median(r.cmds)))
 	}
+	if res.wan != nil {
+		q := wanQuorumRTT()
+		lim := 1.1 * float64(q)
+		ops := []struct {
+			name string
+			f    func(wanRound) time.Duration
+		}{
+			{"Lock", func(w wanRound) time.Duration { return w.lock.p50 }},
+			{"Unlock", func(w wanRound) time.Duration { return w.unlock.p50 }},
+		}
+		for _, op := range ops {
+			x := time.Duration(median(pick(res.wan[nameOurs], op.f)))
+			t := target{measure: "(h)", what: fmt.Sprintf("redlock %s p50 on the WAN", op.name), limit: fmt.Sprintf("≤ %s (1.1 × %s)", fmtDur(time.Duration(lim)), fmtDur(q)), got: fmtDur(x)}
+			t.met, t.note = check(float64(x), lim, true, false)
+			ts = append(ts, t)
+		}
+		for _, op := range ops {
+			reported("(h)", fmt.Sprintf("redsync %s p50 on the WAN (waits for every node)", op.name), fmtDur(time.Duration(median(pick(res.wan[nameRedsync], op.f)))))
+		}
+	}
 	return ts
 }
 
@@ -206,7 +230,7 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		p("> **Quick mode:** %d rounds of short measures. The figures are indicative only; the committed figures come from a full run.\n\n", s.rounds)
 	}
 	p("Each contender has its own go-redis v9 clients with default options. Contenders run in turn within each\n")
-	p("round (A, B, C, A, B, C, …): %d rounds for (a), (b), (e) and (f), %d for (c), %d for (d). A figure is\n", s.rounds, s.contRounds, s.degradedRounds)
+	p("round (A, B, C, A, B, C, …): %d rounds for (a), (b), (e) and (f), %d for (c), %d for (d), %d for (h). A figure is\n", s.rounds, s.contRounds, s.degradedRounds, s.wanRounds)
 	p("the median over rounds; a comparison is the median of the per-round ratios, with the lowest and highest round\n")
 	p("in brackets. Commands and batches are counted by the servers themselves (INFO stats and commandstats, the\n")
 	p("harness's own INFO calls taken out), so the count does not depend on the client's transport.\n\n")
@@ -521,6 +545,42 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		p("\n")
 	}
 
+	if res.wan != nil {
+		q := wanQuorumRTT()
+		var rtts []string
+		for _, d := range wanRTTs {
+			rtts = append(rtts, fmtDur(d))
+		}
+		p("## (h) WAN\n\n")
+		p("Each of the %d nodes sits behind a fault proxy (`internal/faultproxy`) that delays every request by its\n", mainNodes)
+		p("node's round trip: %s. Sequential lock+unlock as in (a), %d cycles per contender per round, Lock and\n", strings.Join(rtts, ", "), s.wanOps)
+		p("Unlock timed apart (an Unlock only after a Lock that succeeded). A client that decides at the quorum-th reply\n")
+		p("pays the quorum-th round trip, %s, per call; redsync waits for every node's reply in Lock and in Unlock, so it\n", fmtDur(q))
+		p("pays %s. The PING row is a PING to every node at once, timed to the quorum-th reply, through the same proxies.\n\n", fmtDur(slices.Max(wanRTTs)))
+		if chartDir != "" {
+			p("![Lock and Unlock p50 on the WAN](perf-wan.svg)\n\n")
+		}
+		p("| Contender | Lock p50 | Lock p99 | Unlock p50 | Unlock p99 | Lock p50 / %s | Unlock p50 / %s | errors |\n|---|---|---|---|---|---|---|---|\n", fmtDur(q), fmtDur(q))
+		lock := func(w wanRound) latencies { return w.lock }
+		unlock := func(w wanRound) latencies { return w.unlock }
+		for _, name := range mainNames {
+			ws := res.wan[name]
+			ls, us := mapSlice(ws, lock), mapSlice(ws, unlock)
+			qs := slices.Repeat([]float64{float64(q)}, len(ws))
+			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
+				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p50 })),
+				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p99 })),
+				fmtDur(medDur(us, func(l latencies) time.Duration { return l.p50 })),
+				fmtDur(medDur(us, func(l latencies) time.Duration { return l.p99 })),
+				ratioOf(p50s(ls), qs), ratioOf(p50s(us), qs), res.wanErrs[name])
+		}
+		p("| _PING, quorum-th reply_ | %s | %s | | | %s | | |\n\n",
+			fmtDur(medDur(res.wanPing, func(l latencies) time.Duration { return l.p50 })),
+			fmtDur(medDur(res.wanPing, func(l latencies) time.Duration { return l.p99 })),
+			ratioOf(p50s(res.wanPing), slices.Repeat([]float64{float64(q)}, len(res.wanPing))))
+		errorSamples(p, "WAN", res.wanErrs)
+	}
+
 	p("## Machine\n\n| | |\n|---|---|\n")
 	for _, kv := range res.machine {
 		p("| %s | %s |\n", kv[0], kv[1])
@@ -570,6 +630,14 @@ func orNA(x float64, format string) string {
 		return "n/a"
 	}
 	return fmt.Sprintf(format, x)
+}
+
+func mapSlice[T, U any](xs []T, f func(T) U) []U {
+	out := make([]U, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
 }
 
 func scale(xs []float64, k float64) []float64 {

@@ -345,7 +345,7 @@ func machineNotes(ctx context.Context, cl *cluster) [][2]string {
 		{"CPU", cpuModel()},
 		{"kernel", readTrim("/proc/sys/kernel/osrelease")},
 		{"Go", runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH},
-		{"redis-server", cl.redisVersion(ctx) + " (5 nodes; 3, 5, 7, 9 for scaling), all on 127.0.0.1, no persistence"},
+		{"redis-server", cl.redisVersion(ctx) + " (5 nodes; 3, 5, 7, 9 for scaling), all on 127.0.0.1, no persistence; (h) behind in-process delay proxies"},
 		{"load average at start", readTrim("/proc/loadavg")},
 		{"date", time.Now().UTC().Format("2006-01-02 15:04 UTC")},
 	}
