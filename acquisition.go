@@ -165,7 +165,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		life:    cfg.releaseTimeout(),
 		skip:    at.reserve(func(int) bool { return true }),
 		start: func(_ context.Context, lg *leg) {
-			lg.n.pipe.submit(&acquireJob{leg: *lg, t: t, tk: at.value, ttl: ttl, cfg: cfg, how: lg.n.acquireHow(t, cfg), mark: a.waiting})
+			lg.n.pipe.submit(&acquireJob{leg: *lg, t: t, tk: at.value, ttl: ttl, cfg: cfg, how: lg.n.acquireHow(t, at.value, cfg), mark: a.waiting})
 		},
 	})
 	at.gathered(o, true)
@@ -179,10 +179,14 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	if o.yes >= c.quorum && o.ctxErr == nil && !ok {
 		reason = "no validity left"
 	}
-	// From here on, a reply of the acquire round goes to the late handler;
-	// the ones that came in between are handled once the attempt is
-	// decided.
-	drained := o.finish(at.lateAcquire)
+	// From here on, a reply of the acquire round goes to the late handler.
+	// The ones that came in between are counted now, while the attempt is
+	// still deciding, so that the fence write-back sees them; the yes
+	// votes among them become held nodes when the attempt wins, and the
+	// rollback releases them when it loses.
+	for _, rp := range o.finish(at.lateAcquire) {
+		at.lateAcquire(rp)
+	}
 
 	var fence int64
 	if ok && t.fence != nil {
@@ -224,15 +228,12 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 			l.holdEnd = o.start.Add(cfg.maxHold)
 			l.capped = ttl < cfg.ttl
 		}
-		for i, v := range st.Nodes {
-			l.held[i] = v.Vote == VoteYes
-		}
 		a.mu.Lock()
+		// Every yes so far, in the round or after it: from now on the
+		// late handler marks the later ones.
+		copy(l.held, at.acquired)
 		at.state, at.lock = won, l
 		a.mu.Unlock()
-		for _, rp := range drained {
-			at.lateAcquire(rp) // no I/O: the lock is not being released yet
-		}
 		c.observeAttempt(st, nil)
 		return l, nil
 	}
@@ -240,9 +241,6 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	a.mu.Lock()
 	at.state = lost
 	a.mu.Unlock()
-	for _, rp := range drained {
-		at.lateAcquire(rp) // counts the reply; the rollback below releases
-	}
 	at.rollback(ctx)
 	qerr := &QuorumError{Stats: st, Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
 	c.observeAttempt(st, qerr)

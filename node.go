@@ -80,7 +80,7 @@ type node struct {
 
 func newNode(c *Client, index int, rc redis.UniversalClient) *node {
 	n := &node{index: index, addr: clientAddr(rc), client: rc}
-	n.pipe = pipe{c: c, n: n}
+	n.pipe = pipe{c: c, n: n, deadlines: readsDeadlines(rc)}
 	return n
 }
 
@@ -93,6 +93,18 @@ func clientAddr(c redis.UniversalClient) string {
 		return c.String()
 	}
 	return fmt.Sprintf("%T", c)
+}
+
+// readsDeadlines reports whether a client may use ctx deadlines for its
+// socket reads and writes: true unless it is known not to.
+func readsDeadlines(rc redis.UniversalClient) bool {
+	switch c := rc.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 // serverID identifies the server behind a client, so that New can refuse two
@@ -109,11 +121,19 @@ func serverID(c redis.UniversalClient) (id string, ok bool) {
 type acquireCmd uint8
 
 const (
-	// cmdSetGet is SET key value NX PX ttl GET: the standard wire layout,
-	// in one command, and safe against go-redis's retries: a SET whose
-	// reply was lost and that go-redis sends again finds our own value, and
-	// GET shows it.
-	cmdSetGet acquireCmd = iota
+	// cmdSet is SET key value PX ttl NX, for the first attempt of a plain
+	// one-key lock: the standard wire layout, in one command, with an OK
+	// reply when it takes the key. go-redis may write it twice when a
+	// reply is lost; a nil reply to a SET written more than once is
+	// checked with cmdCheck, since the first copy may have set our value.
+	cmdSet acquireCmd = iota
+	// cmdCheck is GET key, after such a nil reply: our value means yes.
+	cmdCheck
+	// cmdSetGet is SET key value PX ttl NX GET, for the later attempts of
+	// a plain lock: the GET shows our own value after a retry, and the
+	// value of an earlier attempt, which the script then takes over.
+	// Redis before 7.0 refuses it; the script does the same there.
+	cmdSetGet
 	// cmdSetNX is a plain SET NX, which answers no to its own retry. Only
 	// the unsafeRetries test switch uses it.
 	cmdSetNX
@@ -148,13 +168,17 @@ func (a *sendCounter) MarshalBinary() ([]byte, error) {
 	return []byte(a.s), nil
 }
 
-// acquireHow picks how the node is first asked to take the target.
-func (n *node) acquireHow(t *target, cfg *config) acquireCmd {
+// acquireHow picks how the node is first asked to take the target for
+// attempt tk.
+func (n *node) acquireHow(t *target, tk token, cfg *config) acquireCmd {
 	switch {
 	case !t.plainSingle():
 		return cmdEvalSha
 	case cfg.unsafeRetries:
 		return cmdSetNX
+	case tk.n == 0 && !cfg.sharedValue:
+		// No earlier attempt can have left a value to take over.
+		return cmdSet
 	case n.oldSet.Load():
 		return cmdEvalSha
 	}

@@ -333,7 +333,17 @@ func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
 
 func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if g.match(cmd) {
+				g.waiting.Add(1)
+				<-g.open
+				break
+			}
+		}
+		return err
+	}
 }
 func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
@@ -456,7 +466,9 @@ func setTook(cmd redis.Cmder, err error) bool {
 	case *redis.BoolCmd:
 		return err == nil && v.Val()
 	case *redis.Cmd:
-		return errors.Is(err, redis.Nil)
+		// SET NX answers OK when it took the key; SET NX GET answers
+		// nil.
+		return errors.Is(err, redis.Nil) || (err == nil && v.Val() == "OK")
 	}
 	return false
 }
@@ -467,7 +479,16 @@ type dropReply struct{}
 
 func (dropReply) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (dropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if cmd.Name() == "set" && setTook(cmd, cmd.Err()) {
+				cmd.SetErr(errReplyDropped)
+				err = errReplyDropped
+			}
+		}
+		return err
+	}
 }
 func (dropReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {

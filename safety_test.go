@@ -54,26 +54,49 @@ type lateRelease struct {
 }
 
 func (h *lateRelease) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *lateRelease) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
 func (h *lateRelease) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !isScript(cmd, releaseScript, holdsLua+releaseLua) || !h.armed.CompareAndSwap(true, false) {
-			return next(ctx, cmd)
+		if h.hold(next, cmd) {
+			return errGaveUp
 		}
-		late := redis.NewCmd(context.Background(), cmd.Args()...)
-		h.held.Add(1)
-		h.wg.Go(func() {
-			time.Sleep(h.delay)
-			_ = next(context.Background(), late)
-		})
-		if h.onHold != nil {
-			h.onHold()
-		}
-		cmd.SetErr(errGaveUp)
-		return errGaveUp
+		return next(ctx, cmd)
 	}
+}
+
+// ProcessPipelineHook holds the release when it goes in a pipeline, as the
+// Client sends it, and sends the rest of the pipeline on.
+func (h *lateRelease) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		rest := make([]redis.Cmder, 0, len(cmds))
+		for _, cmd := range cmds {
+			if !h.hold(func(ctx context.Context, c redis.Cmder) error { return next(ctx, []redis.Cmder{c}) }, cmd) {
+				rest = append(rest, cmd)
+			}
+		}
+		if len(rest) == 0 {
+			return errGaveUp
+		}
+		return next(ctx, rest)
+	}
+}
+
+// hold holds cmd when it is the armed release: it fails it at once with
+// errGaveUp, and sends a copy after the delay.
+func (h *lateRelease) hold(next redis.ProcessHook, cmd redis.Cmder) bool {
+	if !isScript(cmd, releaseScript, holdsLua+releaseLua) || !h.armed.CompareAndSwap(true, false) {
+		return false
+	}
+	late := redis.NewCmd(context.Background(), cmd.Args()...)
+	h.held.Add(1)
+	h.wg.Go(func() {
+		time.Sleep(h.delay)
+		_ = next(context.Background(), late)
+	})
+	if h.onHold != nil {
+		h.onHold()
+	}
+	cmd.SetErr(errGaveUp)
+	return true
 }
 
 // TestLateRollbackCannotDeleteALaterAttemptsKey reproduces, on 3 nodes, the
@@ -226,6 +249,12 @@ func proxiedNodes(t *testing.T, n int) ([]*miniredis.Miniredis, []*faultproxy.Pr
 		ps[i], cs[i] = p, rc
 	}
 	loadScripts(t, cs)
+	for _, rc := range cs {
+		// The Client sends through pipelines, which may take their
+		// connection from a pool of their own: open it now too.
+		_, err := rc.Pipelined(t.Context(), func(p redis.Pipeliner) error { return p.Ping(t.Context()).Err() })
+		require.NoError(t, err)
+	}
 	return ms, ps, cs
 }
 

@@ -72,8 +72,15 @@ type pipe struct {
 	queue   []job         // guarded by mu
 	senders int           // guarded by mu; sender goroutines running
 	last    time.Time     // guarded by mu; when the last batch went out
-	spare   []job         // guarded by mu; a sender's last batch, for reuse
-	cmds    []redis.Cmder // guarded by mu; a sender's command buffer
+	spare   []job           // guarded by mu; a sender's last batch, for reuse
+	cmds    []redis.Cmder   // guarded by mu; a sender's command buffer
+	pl      redis.Pipeliner // guarded by mu; a sender's pipeline
+	// deadlines is set when the client reads ctx deadlines
+	// (ContextTimeoutEnabled, or a client whose options we cannot read):
+	// each batch then gets a context with the latest deadline of its jobs.
+	// Otherwise go-redis would ignore it, and its ReadTimeout bounds a
+	// batch.
+	deadlines bool
 }
 
 // submit queues a job, and starts a sender when none is running, or when
@@ -95,8 +102,11 @@ func (p *pipe) submit(j job) {
 func (p *pipe) send() {
 	defer p.c.wg.Done()
 	p.mu.Lock()
-	batch, cmds := p.spare, p.cmds
-	p.spare, p.cmds = nil, nil
+	batch, cmds, pl := p.spare, p.cmds, p.pl
+	p.spare, p.cmds, p.pl = nil, nil, nil
+	if pl == nil {
+		pl = p.n.client.Pipeline()
+	}
 	for len(p.queue) > 0 {
 		p.last = time.Now()
 		if len(p.queue) <= maxBatch {
@@ -108,18 +118,23 @@ func (p *pipe) send() {
 			p.queue = p.queue[:rest]
 		}
 		p.mu.Unlock()
-		cmds = p.run(batch, cmds)
+		cmds = p.run(batch, cmds, pl)
 		clear(batch)
 		p.mu.Lock()
 	}
 	p.senders--
-	p.spare, p.cmds = batch[:0], cmds[:0]
+	p.spare, p.cmds, p.pl = batch[:0], cmds[:0], pl
 	p.mu.Unlock()
 }
 
-// run sends one batch and hands each job its replies. It returns the
-// command buffer for reuse.
-func (p *pipe) run(batch []job, cmds []redis.Cmder) []redis.Cmder {
+// run sends one batch through pl and hands each job its replies. It returns
+// the command buffer for reuse.
+//
+// Even a batch of one command goes through the pipeline: go-redis's
+// single-command path runs its retry classifier on every error reply,
+// redis.Nil included, and SET NX GET answers nil whenever it takes a free
+// key.
+func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner) []redis.Cmder {
 	now := time.Now()
 	var last time.Time
 	live := batch[:0]
@@ -139,17 +154,29 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder) []redis.Cmder {
 	for _, j := range live {
 		cmds = j.commands(cmds)
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), last)
-	sent := p.c.now()
-	if len(cmds) == 1 {
-		_ = p.n.client.Process(ctx, cmds[0]) // the command carries its error
-	} else {
-		pl := p.n.client.Pipeline()
-		_ = pl.BatchProcess(ctx, cmds...)
-		_, _ = pl.Exec(ctx) // each command carries its own error
+	ctx := context.Background()
+	if p.deadlines {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, last)
+		defer cancel()
 	}
-	recv := p.c.now()
-	cancel()
+	// The times are read only for the guard, on the Client's clock: a
+	// test's stepped clock counts its readings.
+	timed := false
+	for _, j := range live {
+		if aj, ok := j.(*acquireJob); ok && aj.cfg.guard {
+			timed = true
+		}
+	}
+	var sent, recv time.Time
+	if timed {
+		sent = p.c.now()
+	}
+	_ = pl.BatchProcess(ctx, cmds...)
+	_, _ = pl.Exec(ctx) // each command carries its own error
+	if timed {
+		recv = p.c.now()
+	}
 	clear(cmds)
 	for _, j := range live {
 		if j.done(sent, recv) {
@@ -182,12 +209,15 @@ type leg struct {
 // handler once the round has been decided.
 func (lg *leg) deliver(val int64, err error) {
 	r, n := lg.r, lg.n
-	rp := reply{i: n.index, val: val, err: nodeErr(err), lat: lg.c.now().Sub(lg.start)}
+	rp := reply{i: n.index, val: val, err: nodeErr(err)}
 	r.mu.Lock()
 	if r.stalled[n.index] {
 		n.stalled.Add(-1)
 	}
 	if !r.decided {
+		// The latency is read only for the votes it goes into: a late
+		// reply's is never shown.
+		rp.lat = lg.c.now().Sub(lg.start)
 		r.ch <- rp
 		r.mu.Unlock()
 		return
@@ -234,6 +264,8 @@ type acquireJob struct {
 	cmd  *redis.Cmd
 	info *redis.StringCmd
 	tm   *redis.TimeCmd
+	// sent counts the writes of cmdSet's value.
+	sent sendCounter
 }
 
 func (j *acquireJob) deadline() time.Time { return j.end }
@@ -248,6 +280,12 @@ func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
 		cmds = append(cmds, redis.NewCmd(ctx, "set", m, "1", "px", j.ttl.Milliseconds()))
 	}
 	switch j.how {
+	case cmdSet:
+		j.sent.s = tk.value
+		j.sent.n.Store(0)
+		j.cmd = redis.NewCmd(ctx, "set", t.rkeys[0], &j.sent, "px", j.ttl.Milliseconds(), "nx")
+	case cmdCheck:
+		j.cmd = redis.NewCmd(ctx, "get", t.rkeys[0])
 	case cmdSetGet:
 		j.cmd = redis.NewCmd(ctx, "set", t.rkeys[0], tk.value, "px", j.ttl.Milliseconds(), "nx", "get")
 	case cmdSetNX:
@@ -272,6 +310,24 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 	var val int64
 	err := j.cmd.Err()
 	switch j.how {
+	case cmdSet:
+		switch {
+		case err == nil:
+			val = 1 // OK: the key was free, it is ours now
+		case errors.Is(err, redis.Nil) && j.sent.n.Load() > 1:
+			// Written more than once: the first copy may have set it.
+			j.how = cmdCheck
+			return true
+		case errors.Is(err, redis.Nil):
+			err = nil // a plain no
+		}
+	case cmdCheck:
+		switch v, e := j.cmd.Text(); {
+		case e == nil && v == j.tk.value:
+			val, err = 1, nil
+		case e == nil || errors.Is(e, redis.Nil):
+			val, err = 0, nil // another holder, or gone: not ours
+		}
 	case cmdSetGet:
 		switch old, e := j.cmd.Text(); {
 		case errors.Is(e, redis.Nil):
