@@ -107,14 +107,20 @@ type token struct {
 	value string // the plain string stored: id for attempt 0, else id.n
 	id    string // the acquisition's random id
 	n     int    // the attempt's number
+	// The value boxed once for the commands' arguments, and its bytes for
+	// those whose writes are counted.
+	arg any
+	raw []byte
 }
 
 // attemptToken names attempt n of the acquisition id.
 func attemptToken(id string, n int) token {
-	if n == 0 {
-		return token{value: id, id: id}
+	tk := token{value: id, id: id, n: n}
+	if n > 0 {
+		tk.value = id + "." + strconv.Itoa(n)
 	}
-	return token{value: id + "." + strconv.Itoa(n), id: id, n: n}
+	tk.arg, tk.raw = tk.value, []byte(tk.value)
+	return tk
 }
 
 // earlier reports whether v is the value of an earlier attempt of the same
@@ -158,6 +164,9 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	c, cfg, t := a.c, a.cfg, a.t
 	at := a.newAttempt()
 	ttl := cfg.acquireTTL()
+	var ttlArg any = ttl.Milliseconds()
+	// One allocation for the round's jobs: each node gets its own.
+	jobs := make([]acquireJob, len(c.nodes))
 	o := c.fanout(ctx, &spec{
 		op:      OpLock,
 		quorum:  c.quorum,
@@ -165,7 +174,9 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		life:    cfg.releaseTimeout(),
 		skip:    at.reserve(func(int) bool { return true }),
 		start: func(_ context.Context, lg *leg) {
-			lg.n.pipe.submit(&acquireJob{leg: *lg, t: t, tk: at.value, ttl: ttl, cfg: cfg, how: lg.n.acquireHow(t, at.value, cfg), mark: a.waiting})
+			j := &jobs[lg.n.index]
+			*j = acquireJob{leg: *lg, t: t, tk: at.value, ttl: ttl, ttlArg: ttlArg, cfg: cfg, how: lg.n.acquireHow(t, at.value, cfg), mark: a.waiting}
+			lg.n.pipe.submit(j)
 		},
 	})
 	at.gathered(o, true)
@@ -461,7 +472,7 @@ func (at *attempt) releaseOn(i int, channelPrefix string) {
 	n.pipe.submit(&releaseJob{
 		leg:    leg{c: a.c, n: n, end: time.Now().Add(a.cfg.releaseTimeout())},
 		t:      a.t,
-		value:  at.value.value,
+		value:  &at.value,
 		prefix: channelPrefix,
 		acq:    a,
 	})
@@ -498,7 +509,7 @@ func (at *attempt) rollback(ctx context.Context) {
 		waitAll: true,
 		skip:    a.reserveRelease(on),
 		start: func(_ context.Context, lg *leg) {
-			lg.n.pipe.submit(&releaseJob{leg: *lg, t: a.t, value: at.value.value})
+			lg.n.pipe.submit(&releaseJob{leg: *lg, t: a.t, value: &at.value})
 		},
 	})
 	a.freeRound(o)

@@ -433,8 +433,8 @@ func (r *chaosRun) worker(stop context.Context, cc *chaosClient, w int, rng *ran
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, ErrNotHeld) {
-				r.t.Errorf("client %d: Unlock: got %v, want nil or ErrNotHeld", cc.index, err)
+			if !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrUnconfirmed) {
+				r.t.Errorf("client %d: Unlock: got %v, want nil, ErrNotHeld or ErrUnconfirmed", cc.index, err)
 			}
 			r.rec.mu.Lock()
 			r.rec.notHeld++
@@ -1103,8 +1103,8 @@ func (r *chaosRun) holdThrough(exact bool, breakModel func(held []int)) {
 		r.sleep(20 * time.Millisecond)
 		hb.released = time.Now()
 		r.rec.hold(hb)
-		if err := b.Unlock(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, ErrNotHeld) {
-			r.t.Errorf("client 1: Unlock: got %v, want nil or ErrNotHeld", err)
+		if err := b.Unlock(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrUnconfirmed) {
+			r.t.Errorf("client 1: Unlock: got %v, want nil, ErrNotHeld or ErrUnconfirmed", err)
 		}
 	}
 	r.sleep(time.Until(ha.until))

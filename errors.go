@@ -19,6 +19,14 @@ var (
 	// ended, or that it was already unlocked.
 	ErrNotHeld = errors.New("redlock: not held")
 
+	// ErrUnconfirmed means Unlock could not confirm the release on a
+	// quorum, but too few nodes said they no longer held the lock to say
+	// it was not held: the others failed, or had not answered within the
+	// release's bounded wait (a node busy with a batch, or down). The
+	// release still goes to them as their requests return, and the lock
+	// has ended either way. It does not match ErrNotHeld.
+	ErrUnconfirmed = errors.New("redlock: release not confirmed")
+
 	// ErrInvalidOption is wrapped by every error about a bad option, node
 	// list or key. The message names the problem.
 	ErrInvalidOption = errors.New("redlock: invalid option")
@@ -124,7 +132,7 @@ func (e *QuorumError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the sentinel (ErrNotAcquired or ErrNotHeld), a NodeError for
+// Unwrap returns the sentinel (ErrNotAcquired, ErrNotHeld or ErrUnconfirmed), a NodeError for
 // each node that failed, and the ctx error when the ctx ended the call.
 func (e *QuorumError) Unwrap() []error {
 	errs := []error{e.sentinel}

@@ -112,10 +112,12 @@ func (l *Lock) markHeld(i int) {
 // release that go-redis sent again, after its connection failed, and whose
 // last copy found the key gone (or taken by the next holder), before Until,
 // on a node that held it, counts as released: the first copy deleted it.
-// When fewer held it (the lock had expired, or nodes failed), or the lock
-// was already unlocked, the error matches ErrNotHeld; as a *QuorumError it
-// says what each node answered. Either way the lock is over: call Unlock
-// once.
+// When the lock was lost or its validity had ended, when so many nodes said
+// they no longer held it that a quorum cannot have, or when the lock was
+// already unlocked, the error matches ErrNotHeld. When too few confirmed but the others failed or did
+// not answer in time, it matches ErrUnconfirmed instead: the release still
+// reaches them as their requests return. As a *QuorumError either says
+// what each node answered. Either way the lock is over: call Unlock once.
 func (l *Lock) Unlock(ctx context.Context) error {
 	c := l.c
 	if err := c.enter(); err != nil {
@@ -128,37 +130,41 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return &QuorumError{Stats: Stats{Op: OpUnlock, Key: l.name(), Quorum: c.quorum}, Reason: "already unlocked", sentinel: ErrNotHeld}
 	}
 	l.released = true
+	// A lock that was lost, or whose validity has ended, is known not to
+	// be held: a release that cannot be confirmed says so.
+	over := l.err != nil || !c.now().Before(l.until)
 	l.mu.Unlock()
 	l.end(ErrUnlocked)
-	return l.release(ctx)
+	return l.release(ctx, over)
 }
 
 // release deletes the lock's keys on every node, announcing it to waiters,
-// and says whether a quorum still held them. The caller must be inside a
-// call of the Client.
-func (l *Lock) release(ctx context.Context) error {
+// and says whether a quorum still held them; over says the lock was known to
+// be over already. The caller must be inside a call of the Client.
+func (l *Lock) release(ctx context.Context, over bool) error {
 	c, at := l.c, l.att
 	at.beginUnlock()
 	l.mu.Lock()
 	until := l.until
 	l.mu.Unlock()
+	// One allocation for the round's jobs: each node gets its own.
+	jobs := make([]releaseJob, len(c.nodes))
 	o := c.fanout(ctx, &spec{
 		op:      OpUnlock,
 		quorum:  c.quorum,
 		timeout: l.cfg.releaseTimeout(),
 		start: func(ctx context.Context, lg *leg) {
-			send := func() {
-				lg.n.pipe.submit(&releaseJob{leg: *lg, t: l.t, value: at.value.value, prefix: releasePrefix, unlock: l, until: until})
-			}
+			j := &jobs[lg.n.index]
+			*j = releaseJob{leg: *lg, t: l.t, value: &at.value, prefix: releasePrefix, unlock: l, until: until}
 			switch claimed, busy := at.claimIdle(lg.n.index); {
 			case claimed:
-				send()
+				lg.n.pipe.submit(j)
 			case busy:
 				// Wait for the acquire request, so that the release
 				// cannot overtake it.
 				lg.wait(ctx, func(ctx context.Context) {
 					if at.awaitIdle(ctx, lg.n.index) {
-						send()
+						lg.n.pipe.submit(j)
 						return
 					}
 					// Still in flight: its late handler releases the
@@ -180,8 +186,10 @@ func (l *Lock) release(ctx context.Context) error {
 		return nil
 	}
 	qe := &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
-	if o.no < c.quorum {
-		qe.Reason = "could not confirm the release on a quorum"
+	if !over && len(c.nodes)-o.no >= c.quorum {
+		// Too few said no to know the lock was not held: the others
+		// failed or did not answer in time.
+		qe.sentinel = ErrUnconfirmed
 	}
 	c.observeRelease(st, qe)
 	return qe

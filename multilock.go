@@ -67,6 +67,7 @@ func (c *Client) target(keys []string, cfg *config) (*target, error) {
 	if err := c.checkSlots(t); err != nil {
 		return nil, err
 	}
+	t.box()
 	return t, nil
 }
 

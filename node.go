@@ -42,6 +42,22 @@ type target struct {
 	id    string   // the acquisition's random id
 	owner string   // "" for a plain lock
 	fence []string // the keys' fence counters; nil without fencing
+
+	// The same, boxed once for the commands' arguments: rkeys, then
+	// scriptKeys, then owner.
+	kargs, skargs []any
+	ownerArg      any
+}
+
+// box fills the target's boxed arguments.
+func (t *target) box() {
+	keys := t.scriptKeys()
+	t.skargs = make([]any, len(keys))
+	for i, k := range keys {
+		t.skargs[i] = k
+	}
+	t.kargs = t.skargs[:len(t.rkeys)]
+	t.ownerArg = t.owner
 }
 
 // scriptKeys returns the lock keys, followed by the fence counters when there
@@ -80,7 +96,7 @@ type node struct {
 
 func newNode(c *Client, index int, rc redis.UniversalClient) *node {
 	n := &node{index: index, addr: clientAddr(rc), client: rc}
-	n.pipe = pipe{c: c, n: n, deadlines: readsDeadlines(rc)}
+	n.pipe = pipe{c: c, n: n, deadlines: readsDeadlines(rc), kick: make(chan struct{}, 1)}
 	return n
 }
 
@@ -158,14 +174,14 @@ func (n *node) guarded(c *Client, val int64, err error) (int64, error) {
 // wrote its command to a connection: it asks for the argument's bytes each
 // time it writes, retries included.
 type sendCounter struct {
-	s string
+	b []byte // never changed once set: go-redis only reads it
 	n atomic.Int32
 }
 
 // MarshalBinary returns the argument's bytes and counts the write.
 func (a *sendCounter) MarshalBinary() ([]byte, error) {
 	a.n.Add(1)
-	return []byte(a.s), nil
+	return a.b, nil
 }
 
 // acquireHow picks how the node is first asked to take the target for

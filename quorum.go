@@ -147,7 +147,20 @@ type outcome struct {
 	end   time.Time
 	// ctxErr is set when the caller's ctx ended the gathering.
 	ctxErr error
+
+	// mem backs the per-node slices when there are few enough nodes, so
+	// that a round costs one allocation for them all.
+	mem struct {
+		votes [inlineNodes]NodeVote
+		legs  [inlineNodes]leg
+		vals  [inlineNodes]int64
+		flags [4 * inlineNodes]bool
+	}
 }
+
+// inlineNodes is the largest number of nodes whose round state fits in the
+// outcome itself.
+const inlineNodes = 7
 
 // fanout sends the spec's request to every node at once, through the
 // nodes' pipes, and gathers the replies until the outcome is known. The
@@ -160,15 +173,17 @@ type outcome struct {
 // the round's late handler.
 func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 	n := len(c.nodes)
-	// One backing array for the per-node flags: a round is on the hot path.
-	flags := make([]bool, 4*n)
-	o := &outcome{
-		r:     round{ch: make(chan reply, n), stalled: flags[:n]},
-		votes: make([]NodeVote, n),
-		legs:  make([]leg, n),
-		got:   flags[n : 2*n],
-		vals:  make([]int64, n),
+	o := &outcome{}
+	var flags []bool
+	if n <= inlineNodes {
+		flags = o.mem.flags[:4*n]
+		o.votes, o.legs, o.vals = o.mem.votes[:n], o.mem.legs[:n], o.mem.vals[:n]
+	} else {
+		flags = make([]bool, 4*n)
+		o.votes, o.legs, o.vals = make([]NodeVote, n), make([]leg, n), make([]int64, n)
 	}
+	o.r = round{ch: make(chan reply, n), stalled: flags[:n]}
+	o.got = flags[n : 2*n]
 	wasStalled, send := flags[2*n:3*n], flags[3*n:]
 	pending, waitFor := 0, 0
 	o.start = c.now()

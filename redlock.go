@@ -307,7 +307,7 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait
 				l.mu.Lock()
 				l.released = true
 				l.mu.Unlock()
-				_ = l.release(context.WithoutCancel(ctx))
+				_ = l.release(context.WithoutCancel(ctx), false)
 				return nil, a.abandon(last, ErrClosed)
 			}
 			won = true

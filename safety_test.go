@@ -495,3 +495,34 @@ func TestNothingIsReportedAfterClose(t *testing.T) {
 	require.Equal(t, logsBefore, logs.n.Load(), "got log records after Close, want none")
 	require.True(t, strings.Contains(l.Err().Error(), "validity ended"))
 }
+
+// TestUnlockReportsUnconfirmedRelease: three nodes hold the release's reply
+// past the release's bounded wait. Too few nodes said no to say the lock was
+// not held, so Unlock says the release is not confirmed, which is not
+// ErrNotHeld; the release lands once the replies come.
+func TestUnlockReportsUnconfirmedRelease(t *testing.T) {
+	g := newScriptGate(releaseScript, releaseSrc)
+	fast, fcs := minis(t, 2)
+	slow, scs := minis(t, 3, g)
+	cs := append(fcs, scs...)
+	loadScripts(t, cs)
+	c := newClient(t, cs, WithTTL(time.Second), WithNodeTimeout(50*time.Millisecond))
+	t.Cleanup(g.release)
+	l, err := c.TryLock(t.Context(), "unconfirmed")
+	require.NoError(t, err)
+	err = l.Unlock(t.Context())
+	require.ErrorIs(t, err, ErrUnconfirmed)
+	require.NotErrorIs(t, err, ErrNotHeld, "a release that may have landed is not a lock that was not held")
+	require.Contains(t, err.Error(), "release not confirmed")
+	eventually(t, fast, "unconfirmed", "")
+	eventually(t, slow, "unconfirmed", "") // the scripts ran; only the replies wait
+	g.release()
+
+	// The control: a lock that expired everywhere is not held.
+	l, err = c.TryLock(t.Context(), "expired")
+	require.NoError(t, err)
+	for _, m := range append(fast, slow...) {
+		m.Del("expired")
+	}
+	require.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld)
+}

@@ -39,7 +39,7 @@ const maxBatch = 256
 // sender, and the rounds decide without it.
 var stallAfter = 20 * time.Millisecond
 
-const maxSenders = 4
+const maxSenders = 16
 
 // errNotSent is the failure of a job that was still queued at its deadline:
 // the node had not answered the batch before it. It was never sent.
@@ -69,12 +69,16 @@ type pipe struct {
 	n *node
 
 	mu      sync.Mutex
-	queue   []job         // guarded by mu
-	senders int           // guarded by mu; sender goroutines running
-	last    time.Time     // guarded by mu; when the last batch went out
+	queue   []job           // guarded by mu
+	senders int             // guarded by mu; sender goroutines running
+	last    time.Time       // guarded by mu; when the last batch went out
 	spare   []job           // guarded by mu; a sender's last batch, for reuse
 	cmds    []redis.Cmder   // guarded by mu; a sender's command buffer
 	pl      redis.Pipeliner // guarded by mu; a sender's pipeline
+	// idle is set while a sender lingers, waiting on kick for more work;
+	// at most one does.
+	idle bool // guarded by mu
+	kick chan struct{}
 	// deadlines is set when the client reads ctx deadlines
 	// (ContextTimeoutEnabled, or a client whose options we cannot read):
 	// each batch then gets a context with the latest deadline of its jobs.
@@ -83,11 +87,25 @@ type pipe struct {
 	deadlines bool
 }
 
-// submit queues a job, and starts a sender when none is running, or when
-// the last batch has been out longer than stallAfter.
+// lingerFor is how long a sender with nothing left to send waits for more
+// before its goroutine ends. Starting a goroutine costs more than a round
+// trip on loopback (its stack grows to go-redis's depth each time), and a
+// Lock is usually followed by its Unlock, or another Lock, within this
+// time; an idle Client still runs no goroutine once it has passed.
+const lingerFor = 2 * time.Millisecond
+
+// submit queues a job. It wakes the lingering sender if there is one, and
+// otherwise starts a sender when none is running, or when the last batch
+// has been out longer than stallAfter.
 func (p *pipe) submit(j job) {
 	p.mu.Lock()
 	p.queue = append(p.queue, j)
+	if p.idle {
+		p.idle = false
+		p.mu.Unlock()
+		p.kick <- struct{}{} // buffered, and drained before idle is set
+		return
+	}
 	if p.senders > 0 && (p.senders >= maxSenders || time.Since(p.last) < stallAfter) {
 		p.mu.Unlock()
 		return
@@ -107,6 +125,7 @@ func (p *pipe) send() {
 	if pl == nil {
 		pl = p.n.client.Pipeline()
 	}
+	var linger *time.Timer // this sender's, made when it first lingers
 	for len(p.queue) > 0 {
 		p.last = time.Now()
 		if len(p.queue) <= maxBatch {
@@ -121,19 +140,50 @@ func (p *pipe) send() {
 		cmds = p.run(batch, cmds, pl)
 		clear(batch)
 		p.mu.Lock()
+		if len(p.queue) == 0 && !p.idle && p.lingered(&linger) {
+			continue
+		}
 	}
 	p.senders--
 	p.spare, p.cmds, p.pl = batch[:0], cmds[:0], pl
 	p.mu.Unlock()
 }
 
-// run sends one batch through pl and hands each job its replies. It returns
-// the command buffer for reuse.
-//
-// Even a batch of one command goes through the pipeline: go-redis's
-// single-command path runs its retry classifier on every error reply,
-// redis.Nil included, and SET NX GET answers nil whenever it takes a free
-// key.
+// lingered waits up to lingerFor for more work, on the sender's timer, and
+// reports whether some came. p.mu must be held; it is released while
+// waiting.
+func (p *pipe) lingered(timer **time.Timer) bool {
+	select {
+	case <-p.kick: // a stale wake-up
+	default:
+	}
+	p.idle = true
+	p.mu.Unlock()
+	if *timer == nil {
+		*timer = time.NewTimer(lingerFor)
+	} else {
+		(*timer).Reset(lingerFor)
+	}
+	woken := false
+	select {
+	case <-p.kick:
+		woken = true
+	case <-(*timer).C:
+	}
+	(*timer).Stop()
+	p.mu.Lock()
+	if !woken && p.idle {
+		p.idle = false
+		return false
+	}
+	// Woken, or a submit cleared idle as the timer fired: its kick is
+	// drained the next time.
+	return len(p.queue) > 0
+}
+
+// run sends one batch and hands each job its replies. A batch of one
+// command goes out on go-redis's single-command path, which costs less;
+// a larger one through pl. It returns the command buffer for reuse.
 func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner) []redis.Cmder {
 	now := time.Now()
 	var last time.Time
@@ -172,8 +222,12 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner) []redis.
 	if timed {
 		sent = p.c.now()
 	}
-	_ = pl.BatchProcess(ctx, cmds...)
-	_, _ = pl.Exec(ctx) // each command carries its own error
+	if len(cmds) == 1 && !nilReply(cmds[0]) {
+		_ = p.n.client.Process(ctx, cmds[0]) // the command carries its error
+	} else {
+		_ = pl.BatchProcess(ctx, cmds...)
+		_, _ = pl.Exec(ctx) // each command carries its own error
+	}
 	if timed {
 		recv = p.c.now()
 	}
@@ -186,6 +240,15 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner) []redis.
 		}
 	}
 	return cmds
+}
+
+// nilReply reports a command that may well answer nil: GET, and SET with
+// GET. go-redis's single-command path runs its retry classifier on every
+// error reply, redis.Nil included, at some 17 allocations a reply; its
+// pipeline path does not, so these go through a pipeline even alone.
+func nilReply(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	return args[0] == "get" || (args[0] == "set" && len(args) == 7)
 }
 
 // later returns the later of two times; a zero time is the earliest.
@@ -231,22 +294,35 @@ func (lg *leg) deliver(val int64, err error) {
 
 // isNoScript reports a NOSCRIPT reply: the node lost its script cache, and
 // the EVALSHA did nothing.
-func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
+func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
-// evalCmd builds EVALSHA of a script, or EVAL when eval is set.
-func evalCmd(s *redis.Script, src string, eval bool, keys []string, args ...any) *redis.Cmd {
-	all := make([]any, 0, 3+len(keys)+len(args))
+// luaScript is a lock script, with its SHA and source boxed once for the
+// commands' arguments.
+type luaScript struct {
+	sha, src any
+}
+
+var (
+	acquireLua_ = luaScript{sha: acquireScript.Hash(), src: acquireSrc}
+	releaseLua_ = luaScript{sha: releaseScript.Hash(), src: releaseSrc}
+	extendLua_  = luaScript{sha: extendScript.Hash(), src: extendSrc}
+	fenceLua_   = luaScript{sha: fenceScript.Hash(), src: fenceSrc}
+)
+
+// evalCmd builds EVALSHA of a script, or EVAL when eval is set, with its
+// arguments in dst's backing array when they fit: a job keeps one, so that
+// the hot path does not allocate them.
+func evalCmd(dst []any, ls *luaScript, eval bool, keys []any, args ...any) *redis.Cmd {
+	dst = dst[:0]
 	if eval {
-		all = append(all, "eval", src)
+		dst = append(dst, "eval", ls.src)
 	} else {
-		all = append(all, "evalsha", s.Hash())
+		dst = append(dst, "evalsha", ls.sha)
 	}
-	all = append(all, len(keys))
-	for _, k := range keys {
-		all = append(all, k)
-	}
-	all = append(all, args...)
-	return redis.NewCmd(context.Background(), all...)
+	dst = append(dst, len(keys))
+	dst = append(dst, keys...)
+	dst = append(dst, args...)
+	return redis.NewCmd(context.Background(), dst...)
 }
 
 // acquireJob is one attempt's acquire request to one node.
@@ -255,8 +331,10 @@ type acquireJob struct {
 	t   *target
 	tk  token
 	ttl time.Duration
-	cfg *config
-	how acquireCmd
+	// ttlArg is the TTL in milliseconds, boxed once for every node.
+	ttlArg any
+	cfg    *config
+	how    acquireCmd
 	// mark holds the waiting markers to set before the acquire, when the
 	// call waits for a release.
 	mark []string
@@ -266,6 +344,7 @@ type acquireJob struct {
 	tm   *redis.TimeCmd
 	// sent counts the writes of cmdSet's value.
 	sent sendCounter
+	args [9]any
 }
 
 func (j *acquireJob) deadline() time.Time { return j.end }
@@ -277,21 +356,22 @@ func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// deletes the marker and is announced, and one before them leaves the
 	// key free for the acquire. Either way the waiter hears of it.
 	for _, m := range j.mark {
-		cmds = append(cmds, redis.NewCmd(ctx, "set", m, "1", "px", j.ttl.Milliseconds()))
+		cmds = append(cmds, redis.NewCmd(ctx, "set", m, "1", "px", j.ttlArg))
 	}
+	a := j.args[:0]
 	switch j.how {
 	case cmdSet:
-		j.sent.s = tk.value
+		j.sent.b = tk.raw
 		j.sent.n.Store(0)
-		j.cmd = redis.NewCmd(ctx, "set", t.rkeys[0], &j.sent, "px", j.ttl.Milliseconds(), "nx")
+		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], &j.sent, "px", j.ttlArg, "nx")...)
 	case cmdCheck:
-		j.cmd = redis.NewCmd(ctx, "get", t.rkeys[0])
+		j.cmd = redis.NewCmd(ctx, append(a, "get", t.kargs[0])...)
 	case cmdSetGet:
-		j.cmd = redis.NewCmd(ctx, "set", t.rkeys[0], tk.value, "px", j.ttl.Milliseconds(), "nx", "get")
+		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx", "get")...)
 	case cmdSetNX:
-		j.cmd = redis.NewCmd(ctx, "set", t.rkeys[0], tk.value, "px", j.ttl.Milliseconds(), "nx")
+		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx")...)
 	default:
-		j.cmd = evalCmd(acquireScript, acquireSrc, j.how == cmdEval, t.scriptKeys(), acquireArgs(t, tk, j.ttl)...)
+		j.cmd = evalCmd(nil, &acquireLua_, j.how == cmdEval, t.skargs, acquireArgs(t, tk, j.ttl)...)
 	}
 	cmds = append(cmds, j.cmd)
 	if j.cfg.guard {
@@ -385,7 +465,7 @@ func acquireArgs(t *target, tk token, ttl time.Duration) []any {
 type releaseJob struct {
 	leg
 	t      *target
-	value  string
+	value  *token
 	prefix string // the release channels' prefix; "" to announce nothing
 	eval   bool
 
@@ -399,6 +479,7 @@ type releaseJob struct {
 
 	cmd  *redis.Cmd
 	sent sendCounter
+	args [9]any
 	// resent is set when the EVALSHA before the EVAL was written more than
 	// once: a NOSCRIPT reply to a copy says nothing of the first copy,
 	// which may have run before the node lost its scripts.
@@ -411,9 +492,9 @@ func (j *releaseJob) fail(err error)      { j.finish(0, false, err) }
 func (j *releaseJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// The count is of one command: a NOSCRIPT reply to an EVALSHA written
 	// once means it did nothing, so the EVAL starts a new count.
-	j.sent.s = j.value
+	j.sent.b = j.value.raw
 	j.sent.n.Store(0)
-	j.cmd = evalCmd(releaseScript, releaseSrc, j.eval, j.t.rkeys, &j.sent, j.t.owner, j.prefix)
+	j.cmd = evalCmd(j.args[:0], &releaseLua_, j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix)
 	return append(cmds, j.cmd)
 }
 
@@ -449,9 +530,10 @@ func (j *releaseJob) finish(v int64, resent bool, err error) {
 // extendJob extends a lock on one node.
 type extendJob struct {
 	leg
-	l   *Lock
-	ttl time.Duration
-	cmd *redis.Cmd
+	l    *Lock
+	ttl  time.Duration
+	cmd  *redis.Cmd
+	args [9]any
 	// eval is set after a NOSCRIPT reply.
 	eval bool
 }
@@ -461,7 +543,7 @@ func (j *extendJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *extendJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	l := j.l
-	j.cmd = evalCmd(extendScript, extendSrc, j.eval, l.t.rkeys, l.att.value.value, l.t.owner, j.ttl.Milliseconds())
+	j.cmd = evalCmd(j.args[:0], &extendLua_, j.eval, l.t.kargs, l.att.value.arg, l.t.ownerArg, j.ttl.Milliseconds())
 	return append(cmds, j.cmd)
 }
 
@@ -493,7 +575,7 @@ func (j *fenceJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *fenceJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	t := j.t
-	j.cmd = evalCmd(fenceScript, fenceSrc, j.eval, t.scriptKeys(), j.value, t.owner, j.fence, len(t.rkeys))
+	j.cmd = evalCmd(nil, &fenceLua_, j.eval, t.skargs, j.value, t.ownerArg, j.fence, len(t.rkeys))
 	return append(cmds, j.cmd)
 }
 
