@@ -19,8 +19,9 @@ func releaseChannel(rkey string) string { return releasePrefix + rkey }
 // waitlist wakes a Client's waiting Lock calls when their key is released.
 // While any of them waits, it holds one subscription connection per node,
 // shared by all waiters, and subscribes each node to a key's channel while at
-// least one waiter of this Client waits on that key. When the last waiter
-// leaves, the connections close, so that an idle Client runs no goroutine.
+// least one waiter of this Client waits on that key. A channel stays
+// subscribed for subLinger after its last waiter left, and the connections
+// close once no channel is left, so that an idle Client runs no goroutine.
 //
 // A release is announced by every node that deleted the key, so a waiter
 // learns of it even when some nodes are down. The copies are told apart by
@@ -36,11 +37,19 @@ type waitlist struct {
 	keys  map[string]*keyWaiters // guarded by mu; by channel
 	subs  []*nodeSub             // guarded by mu; started on first use
 	close bool                   // guarded by mu
+	sweep *time.Timer            // guarded by mu; set while a sweep is due
 }
+
+// subLinger is how long a channel stays subscribed, and the connections
+// open, once no waiter of the Client waits on it. Under contention the next
+// waiter usually comes within it, and reuses them: opening a connection and
+// subscribing again costs each node several commands per Lock call.
+const subLinger = time.Second
 
 // keyWaiters are the waiters on one channel, oldest first.
 type keyWaiters struct {
 	queue []*waiter
+	idle  time.Time // when the queue became empty; zero while not empty
 	last  string // the token of the last release announced
 	from  []bool // the nodes that announced it
 	count int    // how many did
@@ -94,6 +103,7 @@ func (w *waitlist) join(rkeys []string) *waiter {
 			w.keys[ch] = kw
 			w.sendLocked(subOp{subscribe: true, ch: ch})
 		}
+		kw.idle = time.Time{}
 		kw.queue = append(kw.queue, wt)
 	}
 	return wt
@@ -121,16 +131,46 @@ func (w *waitlist) leave(wt *waiter, won bool) {
 			wakeFirst(kw.queue)
 		}
 		if len(kw.queue) == 0 {
+			// Kept subscribed for subLinger: the sweep drops it.
+			kw.idle = time.Now()
+			w.armSweepLocked()
+		}
+	}
+}
+
+// armSweepLocked makes sure a sweep is due. w.mu must be held.
+func (w *waitlist) armSweepLocked() {
+	if w.sweep == nil && !w.close {
+		w.sweep = time.AfterFunc(subLinger, w.sweepIdle)
+	}
+}
+
+// sweepIdle unsubscribes the channels no waiter has used for subLinger, and
+// closes the connections once no channel is left, so that a Client with no
+// waiter runs no goroutine. The next waiter opens them again.
+func (w *waitlist) sweepIdle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sweep = nil
+	if w.close {
+		return
+	}
+	now, pending := time.Now(), false
+	for ch, kw := range w.keys {
+		switch {
+		case len(kw.queue) > 0:
+		case now.Sub(kw.idle) >= subLinger:
 			delete(w.keys, ch)
-			if !w.close {
-				w.sendLocked(subOp{subscribe: false, ch: ch})
-			}
+			w.sendLocked(subOp{subscribe: false, ch: ch})
+		default:
+			pending = true
 		}
 	}
 	if len(w.keys) == 0 {
-		// No one waits: close the connections, so that a Client with no
-		// waiter runs no goroutine. The next waiter opens them again.
 		w.closeSubsLocked()
+	}
+	if pending {
+		w.armSweepLocked()
 	}
 }
 
@@ -259,5 +299,9 @@ func (w *waitlist) shutdown() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.close = true
+	if w.sweep != nil {
+		w.sweep.Stop()
+		w.sweep = nil
+	}
 	w.closeSubsLocked()
 }
