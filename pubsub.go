@@ -50,9 +50,9 @@ const subLinger = time.Second
 type keyWaiters struct {
 	queue []*waiter
 	idle  time.Time // when the queue became empty; zero while not empty
-	last  string // the token of the last release announced
-	from  []bool // the nodes that announced it
-	count int    // how many did
+	last  string    // the token of the last release announced
+	from  []bool    // the nodes that announced it
+	count int       // how many did
 }
 
 // waiter is one waiting Lock call. A multi-key lock waits on the channel of
