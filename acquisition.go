@@ -180,6 +180,16 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		},
 	})
 	at.gathered(o, true)
+	if a.waiting != nil {
+		// A node busy with an earlier attempt was not asked: mark the
+		// keys there all the same, so that a release is announced by as
+		// many nodes as hold it.
+		for i, v := range o.votes {
+			if v.Err == ErrInFlight {
+				c.nodes[i].pipe.submit(&markJob{keys: a.waiting, ttlArg: ttlArg, end: time.Now().Add(cfg.releaseTimeout())})
+			}
+		}
+	}
 
 	st := o.stats(OpLock, strings.Join(a.keys, ","), c.quorum)
 	st.Drift = clockDrift(ttl, cfg.driftFactor)

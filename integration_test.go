@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -258,4 +260,109 @@ func TestRealNodeScriptCacheFlushed(t *testing.T) {
 	require.NoError(t, l.Extend(t.Context()))
 	require.NoError(t, l.Unlock(t.Context()))
 	realEventually(t, srv, "noscript", "")
+}
+
+// serverCommands reads how many commands a server has run, from its
+// commandstats, leaving out the probe's own (INFO, HELLO, CLIENT, PING), and
+// its PUBLISH calls.
+func serverCommands(t *testing.T, s *redistest.Server) (total, publish int64) {
+	t.Helper()
+	rc := s.NewClient(t)
+	info, err := rc.Info(t.Context(), "commandstats").Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		require.NoError(t, err)
+		switch {
+		case name == "publish":
+			publish = n
+			total += n
+		case name == "info" || name == "hello" || name == "ping" || strings.HasPrefix(name, "client"):
+		default:
+			total += n
+		}
+	}
+	return total, publish
+}
+
+// TestUncontendedCommandsOnTheServers counts, with the servers' INFO, what an
+// uncontended lock+unlock costs each node: SET, then EVALSHA with its GET and
+// DEL, as a plain compare-and-delete does, and no PUBLISH: no one waits.
+// A waiting Lock's marker makes the release publish.
+func TestUncontendedCommandsOnTheServers(t *testing.T) {
+	srv, cs := realNodes(t, 5)
+	c := newClient(t, cs)
+	cycle := func(key string) {
+		l, err := c.Lock(t.Context(), key)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+	cycle("warm") // loads the scripts
+	time.Sleep(50 * time.Millisecond)
+	const cycles = 10
+	before := make([]int64, len(srv))
+	for i, s := range srv {
+		before[i], _ = serverCommands(t, s)
+	}
+	for i := range cycles {
+		cycle("uncontended:" + strconv.Itoa(i))
+	}
+	for i, s := range srv {
+		// Every request lands, the slower nodes' after Unlock returned;
+		// each INFO counts itself, once it has run.
+		require.Eventually(t, func() bool {
+			total, _ := serverCommands(t, s)
+			return total-before[i] >= 4*cycles
+		}, 5*time.Second, 5*time.Millisecond, "node %d", i)
+		total, publish := serverCommands(t, s)
+		require.EqualValues(t, 4*cycles, total-before[i], "node %d: want SET, EVALSHA, GET and DEL per cycle", i)
+		require.Zero(t, publish, "node %d: a release no one waits for must not publish", i)
+	}
+
+	// A waiter marks the key: the holder's release is announced.
+	holder, err := c.Lock(t.Context(), "contended")
+	require.NoError(t, err)
+	waiter := realClients(t, srv, 1)[0]
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiter.Lock(t.Context(), "contended", WithRetryDelay(time.Minute, time.Minute))
+		if err == nil {
+			err = l.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	probes := make([]redis.UniversalClient, len(srv))
+	for i, s := range srv {
+		probes[i] = s.NewClient(t)
+	}
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-got:
+			t.Fatalf("the waiter returned %v while the key was held", err)
+		default:
+		}
+		marked := 0
+		for _, p := range probes {
+			if n, _ := p.Exists(t.Context(), waitingKey("contended")).Result(); n == 1 {
+				marked++
+			}
+		}
+		return marked == len(srv)
+	}, 5*time.Second, time.Millisecond, "the waiter did not mark the key on every node")
+	require.NoError(t, holder.Unlock(t.Context()))
+	select {
+	case err := <-got:
+		require.NoError(t, err, "the waiter must be woken by the release, long before its one-minute retry")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not woken by the release")
+	}
+	for i, s := range srv {
+		_, publish := serverCommands(t, s)
+		require.Positive(t, publish, "node %d", i)
+	}
 }

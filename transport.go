@@ -588,3 +588,25 @@ func (j *fenceJob) done(time.Time, time.Time) bool {
 	j.leg.deliver(v, err)
 	return false
 }
+
+// markJob sets the waiting markers of a lock's keys on one node that an
+// attempt did not ask (a request of the same call was still in flight
+// there), so that the holder's release is announced there too. Nobody
+// waits for its reply.
+type markJob struct {
+	keys   []string
+	ttlArg any
+	end    time.Time
+}
+
+func (j *markJob) deadline() time.Time { return j.end }
+func (j *markJob) fail(error)          {}
+
+func (j *markJob) commands(cmds []redis.Cmder) []redis.Cmder {
+	for _, m := range j.keys {
+		cmds = append(cmds, redis.NewCmd(context.Background(), "set", m, "1", "px", j.ttlArg))
+	}
+	return cmds
+}
+
+func (j *markJob) done(time.Time, time.Time) bool { return false }
