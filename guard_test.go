@@ -3,6 +3,7 @@ package redlock
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -139,8 +140,11 @@ func TestGuardStopsOverlapAfterEmptyRestart(t *testing.T) {
 			_, err = fresh.TryLock(t.Context(), "restart")
 			require.ErrorIs(t, err, ErrQuarantined)
 			require.Contains(t, err.Error(), "less than the max TTL")
-			// The restart took the lock from a majority: it is lost.
-			require.ErrorIs(t, held.Unlock(t.Context()), ErrNotHeld)
+			// The restart took the lock from a majority: it is lost. A
+			// restarted node whose old connection fails the release makes
+			// it unconfirmed rather than not held; never a success.
+			err = held.Unlock(t.Context())
+			require.True(t, errors.Is(err, ErrNotHeld) || errors.Is(err, ErrUnconfirmed), "got %v, want ErrNotHeld or ErrUnconfirmed", err)
 		})
 	}
 }

@@ -109,6 +109,21 @@ func (w *waitlist) join(rkeys []string) *waiter {
 	return wt
 }
 
+// waiting reports whether a waiter of this Client waits on one of the keys.
+func (w *waitlist) waiting(rkeys []string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.keys) == 0 {
+		return false
+	}
+	for _, rk := range rkeys {
+		if kw := w.keys[releaseChannel(rk)]; kw != nil && len(kw.queue) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // leave removes a waiter. When it was woken but gave up without retrying,
 // the wake-up passes to the next waiter, so that the release is not lost.
 func (w *waitlist) leave(wt *waiter, won bool) {

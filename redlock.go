@@ -295,6 +295,35 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait
 			c.waitlist.leave(wt, won)
 		}
 	}()
+	// pause waits for a wake-up or the retry delay before the next attempt;
+	// it returns the error that ends the call instead, if any.
+	pause := func() error {
+		var wake <-chan struct{} // nil without pub/sub: never ready
+		if wt != nil {
+			wake = wt.wake
+		}
+		delay := time.NewTimer(cfg.retryDelay())
+		defer delay.Stop()
+		select {
+		case <-wake:
+		case <-delay.C:
+		case <-ctx.Done():
+			return a.abandon(last, ctx.Err())
+		case <-c.done:
+			return a.abandon(last, ErrClosed)
+		}
+		return nil
+	}
+	if wait && cfg.pubsub && c.waitlist.waiting(t.rkeys) {
+		// Other Lock calls of this Client already wait for a key: queue
+		// behind them rather than race the one the next release wakes.
+		// Its attempt and ours would split the votes and both fail.
+		wt = c.waitlist.join(t.rkeys)
+		a.wait()
+		if err := pause(); err != nil {
+			return nil, err
+		}
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, a.abandon(last, err)
@@ -325,22 +354,9 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait
 			a.wait()
 			continue
 		}
-		var wake <-chan struct{} // nil without pub/sub: never ready
-		if wt != nil {
-			wake = wt.wake
+		if err := pause(); err != nil {
+			return nil, err
 		}
-		delay := time.NewTimer(cfg.retryDelay())
-		select {
-		case <-wake:
-		case <-delay.C:
-		case <-ctx.Done():
-			delay.Stop()
-			return nil, a.abandon(last, ctx.Err())
-		case <-c.done:
-			delay.Stop()
-			return nil, a.abandon(last, ErrClosed)
-		}
-		delay.Stop()
 	}
 }
 
