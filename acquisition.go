@@ -37,9 +37,15 @@ type acquisition struct {
 	// made counts the attempts so far. Only the calling goroutine uses it.
 	made int
 	// waiting holds the markers of the keys once the call waits for their
-	// release: each attempt sets them first, so that the holder's release
-	// is announced. Only the calling goroutine sets it.
+	// release, so that the holder's release is announced: an attempt sets
+	// them first, in the same batch. An attempt that a release woke skips
+	// them (woken): that release deleted the markers, and should it win,
+	// its own Unlock wakes this Client's waiters without pub/sub, while
+	// the other Clients' waiters, woken too, set theirs again. When such an
+	// attempt fails, it marks the nodes that said no. Only the calling
+	// goroutine uses these.
 	waiting []string
+	woken   bool
 
 	mu sync.Mutex
 	// busy counts, per node, this acquisition's requests in flight, of
@@ -167,6 +173,10 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	var ttlArg any = ttl.Milliseconds()
 	// One allocation for the round's jobs: each node gets its own.
 	jobs := make([]acquireJob, len(c.nodes))
+	mark := a.waiting
+	if a.woken {
+		mark, a.woken = nil, false
+	}
 	o := c.fanout(ctx, &spec{
 		op:      OpLock,
 		quorum:  c.quorum,
@@ -175,7 +185,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		skip:    at.reserve(func(int) bool { return true }),
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
-			*j = acquireJob{leg: *lg, t: t, tk: at.value, ttl: ttl, ttlArg: ttlArg, cfg: cfg, how: lg.n.acquireHow(t, at.value, cfg), mark: a.waiting}
+			*j = acquireJob{leg: *lg, t: t, tk: at.value, ttl: ttl, ttlArg: ttlArg, cfg: cfg, how: lg.n.acquireHow(t, at.value, cfg), mark: mark}
 			lg.n.pipe.submit(j)
 		},
 	})
@@ -262,6 +272,16 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	a.mu.Lock()
 	at.state = lost
 	a.mu.Unlock()
+	if a.waiting != nil && mark == nil {
+		// Woken, and beaten to the keys: mark them where the winner
+		// holds them. A release before the marks land is not announced;
+		// the retry delay covers that narrow window.
+		for i, v := range st.Nodes {
+			if v.Vote == VoteNo {
+				c.nodes[i].pipe.submit(&markJob{keys: a.waiting, ttlArg: ttlArg, end: time.Now().Add(cfg.releaseTimeout())})
+			}
+		}
+	}
 	at.rollback(ctx)
 	qerr := &QuorumError{Stats: st, Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
 	c.observeAttempt(st, qerr)

@@ -366,3 +366,46 @@ func TestUncontendedCommandsOnTheServers(t *testing.T) {
 		require.Positive(t, publish, "node %d", i)
 	}
 }
+
+// TestWokenWaiterHandsOnLocally: a waiter woken by a release takes the lock
+// without marking the key (that release deleted the marker), so its own
+// release is not announced; its Unlock wakes the Client's next waiter
+// itself. Both waiters' retry delays are a minute: only a wake-up gets them
+// the lock in time.
+func TestWokenWaiterHandsOnLocally(t *testing.T) {
+	_, cs := realNodes(t, 5)
+	c := newClient(t, cs, WithRetryDelay(time.Minute, time.Minute))
+	holder, err := c.Lock(t.Context(), "handoff")
+	require.NoError(t, err)
+	order := make(chan int, 2)
+	errs := make(chan error, 2)
+	for w := range 2 {
+		go func() {
+			l, err := c.Lock(t.Context(), "handoff")
+			if err == nil {
+				order <- w
+				time.Sleep(10 * time.Millisecond)
+				err = l.Unlock(t.Context())
+			}
+			errs <- err
+		}()
+		// The second waiter joins after the first.
+		require.Eventually(t, func() bool {
+			c.waitlist.mu.Lock()
+			defer c.waitlist.mu.Unlock()
+			kw := c.waitlist.keys[releaseChannel("handoff")]
+			return kw != nil && len(kw.queue) == w+1
+		}, 5*time.Second, time.Millisecond)
+	}
+	require.NoError(t, holder.Unlock(t.Context()))
+	for range 2 {
+		select {
+		case err := <-errs:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter was not woken: it would have waited for its one-minute retry")
+		}
+	}
+	require.Equal(t, 0, <-order, "the waiters take the lock in the order they came")
+	require.Equal(t, 1, <-order)
+}

@@ -182,6 +182,10 @@ func (l *Lock) release(ctx context.Context, over bool) error {
 	l.stats = st
 	l.mu.Unlock()
 	if o.yes >= c.quorum {
+		// Wake this Client's next waiter now: the announcement may not
+		// come, since its attempt, woken by the last release, did not
+		// mark the keys.
+		c.waitlist.releasedLocally(l.t.rkeys, at.value.value)
 		c.observeRelease(st, nil)
 		return nil
 	}

@@ -296,6 +296,31 @@ func (w *waitlist) dispatch(ch, released string, node int) {
 	}
 }
 
+// releasedLocally wakes the oldest waiter on each of the keys, for a release
+// of value that this Client confirmed on a quorum, and counts the release as
+// announced, so that its announcements do not wake another waiter.
+func (w *waitlist) releasedLocally(rkeys []string, value string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.keys) == 0 {
+		return
+	}
+	for _, rk := range rkeys {
+		kw := w.keys[releaseChannel(rk)]
+		if kw == nil || len(kw.queue) == 0 {
+			continue
+		}
+		if kw.last == value && kw.count >= w.c.quorum {
+			continue // already announced by a quorum
+		}
+		if kw.last != value || kw.from == nil {
+			kw.last, kw.from = value, make([]bool, len(w.c.nodes))
+		}
+		kw.count = w.c.quorum + len(w.c.nodes) // past the quorum for good
+		wakeFirst(kw.queue)
+	}
+}
+
 // wakeFirst wakes the oldest waiter that is not already woken.
 func wakeFirst(queue []*waiter) {
 	for _, wt := range queue {

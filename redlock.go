@@ -306,6 +306,7 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait
 		defer delay.Stop()
 		select {
 		case <-wake:
+			a.woken = true
 		case <-delay.C:
 		case <-ctx.Done():
 			return a.abandon(last, ctx.Err())
