@@ -486,8 +486,17 @@ type releaseJob struct {
 	resent bool
 }
 
-func (j *releaseJob) deadline() time.Time { return j.end }
-func (j *releaseJob) fail(err error)      { j.finish(0, false, err) }
+// deadline gives a release releaseGrace past its round's deadline: a
+// release has no validity to protect, deletes only its own value, and one
+// dropped unsent (a sender starved of CPU for its whole deadline) would
+// leave the key for its TTL.
+func (j *releaseJob) deadline() time.Time { return j.end.Add(releaseGrace) }
+
+// releaseGrace is how long past its round's deadline a queued release is
+// still sent.
+const releaseGrace = 5 * time.Second
+
+func (j *releaseJob) fail(err error) { j.finish(0, false, err) }
 
 func (j *releaseJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// The count is of one command: a NOSCRIPT reply to an EVALSHA written
