@@ -196,7 +196,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		// many nodes as hold it.
 		for i, v := range o.votes {
 			if v.Err == ErrInFlight {
-				c.nodes[i].pipe.submit(&markJob{keys: a.waiting, ttlArg: ttlArg, end: time.Now().Add(cfg.releaseTimeout())})
+				a.mark(i, ttlArg)
 			}
 		}
 	}
@@ -278,7 +278,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		// the retry delay covers that narrow window.
 		for i, v := range st.Nodes {
 			if v.Vote == VoteNo {
-				c.nodes[i].pipe.submit(&markJob{keys: a.waiting, ttlArg: ttlArg, end: time.Now().Add(cfg.releaseTimeout())})
+				a.mark(i, ttlArg)
 			}
 		}
 	}
@@ -647,6 +647,12 @@ func (at *attempt) awaitIdle(ctx context.Context, i int) bool {
 			return false
 		}
 	}
+}
+
+// mark sets the waiting markers of the keys on node i, without waiting for
+// the reply.
+func (a *acquisition) mark(i int, ttlArg any) {
+	a.c.nodes[i].pipe.submit(&markJob{keys: a.waiting, ttlArg: ttlArg, end: time.Now().Add(a.cfg.releaseTimeout())})
 }
 
 // wait marks the acquisition as waiting for its keys' release: from the

@@ -303,10 +303,10 @@ type luaScript struct {
 }
 
 var (
-	acquireLua_ = luaScript{sha: acquireScript.Hash(), src: acquireSrc}
-	releaseLua_ = luaScript{sha: releaseScript.Hash(), src: releaseSrc}
-	extendLua_  = luaScript{sha: extendScript.Hash(), src: extendSrc}
-	fenceLua_   = luaScript{sha: fenceScript.Hash(), src: fenceSrc}
+	luaAcquire = luaScript{sha: acquireScript.Hash(), src: acquireSrc}
+	luaRelease = luaScript{sha: releaseScript.Hash(), src: releaseSrc}
+	luaExtend  = luaScript{sha: extendScript.Hash(), src: extendSrc}
+	luaFence   = luaScript{sha: fenceScript.Hash(), src: fenceSrc}
 )
 
 // evalCmd builds EVALSHA of a script, or EVAL when eval is set, with its
@@ -371,7 +371,7 @@ func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	case cmdSetNX:
 		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx")...)
 	default:
-		j.cmd = evalCmd(nil, &acquireLua_, j.how == cmdEval, t.skargs, acquireArgs(t, tk, j.ttl)...)
+		j.cmd = evalCmd(nil, &luaAcquire, j.how == cmdEval, t.skargs, acquireArgs(t, tk, j.ttl)...)
 	}
 	cmds = append(cmds, j.cmd)
 	if j.cfg.guard {
@@ -503,7 +503,7 @@ func (j *releaseJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// once means it did nothing, so the EVAL starts a new count.
 	j.sent.b = j.value.raw
 	j.sent.n.Store(0)
-	j.cmd = evalCmd(j.args[:0], &releaseLua_, j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix)
+	j.cmd = evalCmd(j.args[:0], &luaRelease, j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix)
 	return append(cmds, j.cmd)
 }
 
@@ -552,7 +552,7 @@ func (j *extendJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *extendJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	l := j.l
-	j.cmd = evalCmd(j.args[:0], &extendLua_, j.eval, l.t.kargs, l.att.value.arg, l.t.ownerArg, j.ttl.Milliseconds())
+	j.cmd = evalCmd(j.args[:0], &luaExtend, j.eval, l.t.kargs, l.att.value.arg, l.t.ownerArg, j.ttl.Milliseconds())
 	return append(cmds, j.cmd)
 }
 
@@ -584,7 +584,7 @@ func (j *fenceJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *fenceJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	t := j.t
-	j.cmd = evalCmd(nil, &fenceLua_, j.eval, t.skargs, j.value, t.ownerArg, j.fence, len(t.rkeys))
+	j.cmd = evalCmd(nil, &luaFence, j.eval, t.skargs, j.value, t.ownerArg, j.fence, len(t.rkeys))
 	return append(cmds, j.cmd)
 }
 
