@@ -959,6 +959,9 @@ func lostRepliesScenario(name string, control bool) chaosScenario {
 	}
 	if control {
 		sc.opts = []Option{withUnsafeRetries()}
+		// Idle, one run shows it; under a CPU hog a run once showed
+		// nothing, so it may take more.
+		sc.tries = 10
 		sc.expect = findWrong
 	}
 	return sc
