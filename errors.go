@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -42,8 +43,8 @@ var (
 	// answer within the node timeout: it may be down or hung.
 	ErrNodeTimeout = errors.New("redlock: no answer within the node timeout")
 
-	// ErrNoAnswer is the cause in a VoteFailed of a node that had not
-	// answered yet when the round was decided without it: usually only
+	// ErrNoAnswer is the Err of a VoteNotWaited: the node had not
+	// answered yet when the round was decided without it, usually only
 	// slower than the quorum. Its answer is still handled when it comes.
 	ErrNoAnswer = errors.New("redlock: no answer before the decision")
 
@@ -51,6 +52,13 @@ var (
 	// node guard did not count: it restarted less than the max TTL ago, or
 	// its clock jumped. See WithNodeGuard.
 	ErrQuarantined = errors.New("redlock: node quarantined by the guard")
+
+	// ErrWrongType is the Err of a VoteNo from a node where the lock key
+	// holds a value of a type no lock of this library uses (a list, a set,
+	// a hash that is not an owner lock...): some other program's data, or
+	// a key name that clashes with it. No lock can be taken there until it
+	// is removed.
+	ErrWrongType = errors.New("redlock: the key holds a value of another type, not a lock")
 
 	// errNotAsked is the vote of a node that a round left out on purpose.
 	errNotAsked = errors.New("not asked")
@@ -104,22 +112,18 @@ func (e *QuorumError) Error() string {
 	}
 	if len(e.Stats.Nodes) > 0 {
 		fmt.Fprintf(&b, ": %d/%d yes (quorum %d)", e.Stats.Yes, len(e.Stats.Nodes), e.Stats.Quorum)
-		if e.Stats.Op == OpLock {
+		if e.Stats.Op == OpLock && e.Stats.Yes >= e.Stats.Quorum {
+			// Only an attempt that had its quorum has a validity to
+			// speak of: it was too slow, or lost its fence write-back.
 			fmt.Fprintf(&b, ", validity %v", e.Stats.Validity.Round(time.Microsecond))
 		}
 		no := "taken"
 		if e.Stats.Op != OpLock {
 			no = "not holding our token"
 		}
-		var nos []string
-		for _, v := range e.Stats.Nodes {
-			if v.Vote == VoteNo {
-				nos = append(nos, fmt.Sprint(v.Index))
-			}
-		}
-		if len(nos) > 0 {
-			fmt.Fprintf(&b, "; %s: nodes %s", no, strings.Join(nos, ","))
-		}
+		nodeList(&b, e.Stats.Nodes, no, func(v NodeVote) bool { return v.Vote == VoteNo && v.Err == nil })
+		nodeList(&b, e.Stats.Nodes, "wrong type at the key (not a lock)", func(v NodeVote) bool { return v.Vote == VoteNo && errors.Is(v.Err, ErrWrongType) })
+		nodeList(&b, e.Stats.Nodes, "not waited for", func(v NodeVote) bool { return v.Vote == VoteNotWaited })
 		for _, v := range e.Stats.Nodes {
 			if v.Vote == VoteFailed {
 				fmt.Fprintf(&b, "; node %d (%s) failed: %v", v.Index, v.Addr, v.Err)
@@ -130,6 +134,18 @@ func (e *QuorumError) Error() string {
 		fmt.Fprintf(&b, "; %v", e.ctxErr)
 	}
 	return b.String()
+}
+
+// nodeList writes "; what: nodes i,j" for the votes that match, if any.
+func nodeList(b *strings.Builder, votes []NodeVote, what string, match func(NodeVote) bool) {
+	sep := "; " + what + ": nodes "
+	for _, v := range votes {
+		if match(v) {
+			b.WriteString(sep)
+			b.WriteString(strconv.Itoa(v.Index))
+			sep = ","
+		}
+	}
 }
 
 // Unwrap returns the sentinel (ErrNotAcquired, ErrNotHeld or ErrUnconfirmed), a NodeError for

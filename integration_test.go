@@ -194,8 +194,11 @@ func TestRealPausedNodeDoesNotSlowAcquisition(t *testing.T) {
 		l, err := c.TryLock(t.Context(), key)
 		require.NoError(t, err)
 		st := l.Stats()
-		require.ErrorIs(t, st.Nodes[2].Err, ErrNoAnswer,
-			"attempt %d: got paused node's vote %v (%v), want no answer before the decision", i, st.Nodes[2].Vote, st.Nodes[2].Err)
+		require.Equal(t, VoteNotWaited, st.Nodes[2].Vote,
+			"attempt %d: got paused node's vote %v (%v), want not waited for", i, st.Nodes[2].Vote, st.Nodes[2].Err)
+		require.ErrorIs(t, st.Nodes[2].Err, ErrNoAnswer)
+		require.Zero(t, st.Failed, "attempt %d: a node not waited for is not a failure", i)
+		require.GreaterOrEqual(t, st.NotWaited, 1, "attempt %d", i)
 		require.NoError(t, l.Unlock(t.Context()))
 	}
 	srv[2].Resume()

@@ -66,9 +66,7 @@ func TestOwnerMixedOwnersAndPlainLocks(t *testing.T) {
 	var qe *QuorumError
 	require.ErrorAs(t, err, &qe)
 	for _, v := range qe.Stats.Nodes {
-		if v.Vote == VoteFailed {
-			require.ErrorIs(t, v.Err, ErrNoAnswer, "a plain key is taken, not an error, for an owner lock")
-		}
+		require.NotEqual(t, VoteFailed, v.Vote, "a plain key is taken, not an error, for an owner lock: node %d: %v", v.Index, v.Err)
 	}
 	require.NoError(t, plain.Unlock(t.Context()))
 }

@@ -34,9 +34,16 @@ const (
 	// Redis error, or no answer within the node timeout. NodeVote.Err says
 	// which.
 	VoteFailed
+	// VoteNotWaited means the node had not answered when the round was
+	// decided without it (a quorum said yes, or could no longer say yes),
+	// or when the caller's ctx ended the call: usually it is only slower
+	// than the others. It is not a failure, and Stats.Failed does not
+	// count it. Its answer is still handled when it comes: a late yes to a
+	// failed attempt is rolled back. NodeVote.Err is ErrNoAnswer.
+	VoteNotWaited
 )
 
-// String returns "yes", "no", "failed" or "pending".
+// String returns "yes", "no", "failed", "not waited" or "pending".
 func (v Vote) String() string {
 	switch v {
 	case VoteYes:
@@ -45,6 +52,8 @@ func (v Vote) String() string {
 		return "no"
 	case VoteFailed:
 		return "failed"
+	case VoteNotWaited:
+		return "not waited"
 	}
 	return "pending"
 }
@@ -57,7 +66,9 @@ type NodeVote struct {
 	Addr string
 	// Vote is the node's answer.
 	Vote Vote
-	// Err is why the node failed, when Vote is VoteFailed.
+	// Err is why the node failed, when Vote is VoteFailed; ErrNoAnswer
+	// when it is VoteNotWaited; and ErrWrongType for a VoteNo from a node
+	// where the key holds a value of another type.
 	Err error
 	// Latency is how long the node took to answer; zero when it did not
 	// answer before the round was decided.
@@ -75,8 +86,10 @@ type Stats struct {
 	Quorum int
 	// Nodes holds each node's vote, in the order given to New.
 	Nodes []NodeVote
-	// Yes, No and Failed count the votes.
-	Yes, No, Failed int
+	// Yes, No, Failed and NotWaited count the votes. A node that was not
+	// waited for is not counted as failed: on healthy nodes a Lock that
+	// won on 3 of 5 shows Yes 3, NotWaited 2.
+	Yes, No, Failed, NotWaited int
 	// Elapsed runs from before the first request to the decision, on the
 	// monotonic clock.
 	Elapsed time.Duration
@@ -296,8 +309,9 @@ func (o *outcome) count(rp reply) {
 	}
 }
 
-// markPending turns the votes of nodes that have not answered into failures.
-// When they are timeouts it also marks those nodes stalled until they answer.
+// markPending sets the votes of the nodes that have not answered: failures
+// for ErrNodeTimeout, which also marks those nodes stalled until they
+// answer, and VoteNotWaited for ErrNoAnswer.
 func (o *outcome) markPending(c *Client, why error) {
 	o.r.mu.Lock()
 	defer o.r.mu.Unlock()
@@ -315,7 +329,11 @@ func (o *outcome) markPending(c *Client, why error) {
 		if o.votes[i].Vote != votePending {
 			continue
 		}
-		o.votes[i].Vote, o.votes[i].Err = VoteFailed, why
+		vote := VoteFailed
+		if why == ErrNoAnswer {
+			vote = VoteNotWaited
+		}
+		o.votes[i].Vote, o.votes[i].Err = vote, why
 		if why == ErrNodeTimeout {
 			o.r.stalled[i] = true
 			c.nodes[i].stalled.Add(1)
@@ -354,6 +372,8 @@ func (o *outcome) stats(op, key string, quorum int) Stats {
 			s.No++
 		case VoteFailed:
 			s.Failed++
+		case VoteNotWaited:
+			s.NotWaited++
 		}
 	}
 	return s

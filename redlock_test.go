@@ -195,7 +195,7 @@ func TestEveryPatternOfFailedAndTakenNodes(t *testing.T) {
 			require.Len(t, st.Nodes, n, name)
 			// Each vote that was gathered must match the node's state.
 			for i, v := range st.Nodes {
-				if v.Vote == VoteFailed && (errors.Is(v.Err, ErrNoAnswer) || errors.Is(v.Err, ErrNodeTimeout)) {
+				if v.Vote == VoteNotWaited || (v.Vote == VoteFailed && errors.Is(v.Err, ErrNodeTimeout)) {
 					continue
 				}
 				want := map[int]Vote{free: VoteYes, taken: VoteNo, failed: VoteFailed}[state[i]]
@@ -378,8 +378,11 @@ func TestDecidesAtQuorumAndRemembersLateYes(t *testing.T) {
 	st := l.Stats()
 	require.Equal(t, 3, st.Yes)
 	for _, i := range []int{3, 4} {
+		require.Equal(t, VoteNotWaited, st.Nodes[i].Vote, "node %d", i)
 		require.ErrorIs(t, st.Nodes[i].Err, ErrNoAnswer, "node %d", i)
 	}
+	require.Equal(t, 2, st.NotWaited)
+	require.Zero(t, st.Failed, "nodes not waited for are not failures")
 	g.release()
 	require.Eventually(t, func() bool {
 		l.mu.Lock()

@@ -497,7 +497,7 @@ func (r *recorder) unlockFailed(h hold, err error) {
 		// briefly, -v prints the whole error.
 		st := qe.Stats
 		r.line(time.Now(), "unlock error", "client=%d goroutine=%d: released on %d of %d nodes, short of the quorum of %d "+
-			"(%d failed or too slow, %d no longer held the key); the rest expires with the TTL", h.client, h.goroutine, st.Yes, len(st.Nodes), st.Quorum, st.Failed, st.No)
+			"(%d failed or too slow, %d no longer held the key); the rest expires with the TTL", h.client, h.goroutine, st.Yes, len(st.Nodes), st.Quorum, st.Failed+st.NotWaited, st.No)
 		return
 	}
 	r.line(time.Now(), "unlock error", "client=%d goroutine=%d: %v", h.client, h.goroutine, err)

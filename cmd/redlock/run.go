@@ -324,7 +324,7 @@ func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.
 		r.cfg.key, time.Since(start).Round(time.Millisecond), st.Yes, len(st.Nodes), st.Quorum,
 		st.Validity.Round(time.Millisecond), l.Token())
 	for _, v := range st.Nodes {
-		if v.Vote == redlock.VoteFailed {
+		if v.Vote == redlock.VoteFailed || v.Vote == redlock.VoteNotWaited {
 			r.verbose("  node %d (%s): %v", v.Index, v.Addr, v.Err)
 		}
 	}

@@ -317,11 +317,11 @@ func cancelled(err error) bool {
 	return false
 }
 
-// voteOf names a node's vote. A failed vote with no latency is a node that
-// had not answered when the round was decided: redlock marks those failed,
-// but most are only slower than the quorum, so they get a name of their own.
+// voteOf names a node's vote: a node that had not answered when the round
+// was decided is "unanswered", whether the round went on without it
+// (VoteNotWaited) or it timed out (a VoteFailed with no latency).
 func voteOf(v redlock.NodeVote) string {
-	if v.Vote == redlock.VoteFailed && v.Latency == 0 {
+	if v.Vote == redlock.VoteNotWaited || (v.Vote == redlock.VoteFailed && v.Latency == 0) {
 		return "unanswered"
 	}
 	return v.Vote.String()

@@ -136,6 +136,8 @@ func answered(op, key string, votes ...redlock.Vote) redlock.Stats {
 			s.No++
 		case redlock.VoteFailed:
 			s.Failed++
+		case redlock.VoteNotWaited:
+			s.NotWaited++
 		}
 	}
 	if op != redlock.OpUnlock {
@@ -248,7 +250,7 @@ func TestAttemptedRecordsOutcomeDurationValidityAndVotes(t *testing.T) {
 	obs, reader := newObserver(t)
 	y, n, f := redlock.VoteYes, redlock.VoteNo, redlock.VoteFailed
 
-	won := answered(redlock.OpLock, "attempted", y, y, y, n, f)
+	won := answered(redlock.OpLock, "attempted", y, y, y, n, redlock.VoteNotWaited)
 	won.Nodes[4].Latency = 0 // not answered before the quorum was reached
 	obs.Attempted(won, nil)
 
