@@ -19,8 +19,9 @@ import (
 // (or at the ctx deadline with ContextTimeoutEnabled), but the request may
 // still reach the node later, and go-redis may send a write again when its
 // reply was lost. So each attempt writes a value of its own: the
-// acquisition's random id for the first attempt, and id.n for attempt n. A
-// late rollback of attempt j can then only delete id.j, never the id.k that
+// acquisition's random id for the first attempt, and id.n for attempt n,
+// followed by the label when the lock has one (see labelSep). A late
+// rollback of attempt j can then only delete id.j, never the id.k that
 // attempt k > j counted. So that leftovers of earlier attempts (a rollback
 // that did not land yet) do not block the later ones, attempt k takes over a
 // key that holds id.j with j < k; never the reverse, so that a late write of
@@ -110,7 +111,9 @@ type attempt struct {
 
 // token is what one attempt writes on the nodes.
 type token struct {
-	value string // the plain string stored: id for attempt 0, else id.n
+	// value is the plain string stored: id for attempt 0, else id.n; then,
+	// with a label, labelSep and the label.
+	value string
 	id    string // the acquisition's random id
 	n     int    // the attempt's number
 	// The value boxed once for the commands' arguments, and its bytes for
@@ -119,19 +122,31 @@ type token struct {
 	raw []byte
 }
 
-// attemptToken names attempt n of the acquisition id.
-func attemptToken(id string, n int) token {
+// labelSep separates a value's attempt name from its label (see
+// WithLabel). An id is a UUID, so the first space of a value is always the
+// separator; the label itself may hold spaces. Without a label the value
+// has no separator: the wire layout is the one it always was.
+const labelSep = " "
+
+// attemptToken names attempt n of the acquisition id, labelled with label
+// unless it is empty.
+func attemptToken(id string, n int, label string) token {
 	tk := token{value: id, id: id, n: n}
 	if n > 0 {
 		tk.value = id + "." + strconv.Itoa(n)
+	}
+	if label != "" {
+		tk.value += labelSep + label
 	}
 	tk.arg, tk.raw = tk.value, []byte(tk.value)
 	return tk
 }
 
 // earlier reports whether v is the value of an earlier attempt of the same
-// acquisition: a leftover that this attempt may take over.
+// acquisition: a leftover that this attempt may take over. Its label plays
+// no part: every attempt of an acquisition has the same one.
 func (tk token) earlier(v string) bool {
+	v, _, _ = strings.Cut(v, labelSep)
 	if v == tk.id {
 		return tk.n > 0
 	}
@@ -146,9 +161,9 @@ func (tk token) earlier(v string) bool {
 func (a *acquisition) newAttempt() *attempt {
 	n := len(a.c.nodes)
 	flags := make([]bool, 5*n)
-	tk := attemptToken(a.t.id, a.made)
+	tk := attemptToken(a.t.id, a.made, a.cfg.label)
 	if a.cfg.sharedValue {
-		tk = attemptToken(a.t.id, 0)
+		tk = attemptToken(a.t.id, 0, a.cfg.label)
 	}
 	a.made++
 	return &attempt{
@@ -252,6 +267,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 			acquired: o.start,
 			done:     make(chan struct{}),
 			until:    o.start.Add(ttl - st.Drift),
+			ttl:      cfg.ttl,
 			held:     make([]bool, len(c.nodes)),
 			stats:    st,
 		}
@@ -680,5 +696,8 @@ func (a *acquisition) abandon(last *QuorumError, ctxErr error) error {
 		}
 	}
 	last.ctxErr = ctxErr
+	if !errors.Is(ctxErr, ErrClosed) {
+		a.nameWrongTypes(&last.Stats)
+	}
 	return last
 }

@@ -83,7 +83,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	// the lock for a full TTL.
 	if uerr := l.Unlock(context.WithoutCancel(ctx)); uerr != nil {
 		if errors.Is(uerr, ErrNotHeld) {
-			uerr = fmt.Errorf("%w: %w", ErrLockLost, uerr)
+			uerr = chain(ErrLockLost, uerr)
 		}
 		return errors.Join(fnErr, uerr)
 	}

@@ -78,7 +78,7 @@ type NodeError struct {
 
 // Error implements error.
 func (e *NodeError) Error() string {
-	return fmt.Sprintf("redlock: node %d (%s): %v", e.Index, e.Addr, e.Err)
+	return fmt.Sprintf("redlock: node %d (%s): %s", e.Index, e.Addr, bare(e.Err))
 }
 
 // Unwrap returns the cause.
@@ -126,7 +126,7 @@ func (e *QuorumError) Error() string {
 		nodeList(&b, e.Stats.Nodes, "not waited for", func(v NodeVote) bool { return v.Vote == VoteNotWaited })
 		for _, v := range e.Stats.Nodes {
 			if v.Vote == VoteFailed {
-				fmt.Fprintf(&b, "; node %d (%s) failed: %v", v.Index, v.Addr, v.Err)
+				fmt.Fprintf(&b, "; node %d (%s) failed: %s", v.Index, v.Addr, bare(v.Err))
 			}
 		}
 	}
@@ -135,6 +135,22 @@ func (e *QuorumError) Error() string {
 	}
 	return b.String()
 }
+
+// chained is an error that wraps two: its message is the outer's, then the
+// inner's without a second "redlock: " prefix.
+type chained struct{ outer, inner error }
+
+// chain wraps inner in outer, as fmt.Errorf("%w: %w") would, but with one
+// "redlock: " prefix: "redlock: lock lost: not held: ...", not "redlock:
+// lock lost: redlock: not held: ...".
+func chain(outer, inner error) error { return &chained{outer, inner} }
+
+func (e *chained) Error() string   { return e.outer.Error() + ": " + bare(e.inner) }
+func (e *chained) Unwrap() []error { return []error{e.outer, e.inner} }
+
+// bare returns err's message without the "redlock: " prefix, to be
+// embedded in another of our messages.
+func bare(err error) string { return strings.TrimPrefix(err.Error(), "redlock: ") }
 
 // nodeList writes "; what: nodes i,j" for the votes that match, if any.
 func nodeList(b *strings.Builder, votes []NodeVote, what string, match func(NodeVote) bool) {
@@ -148,14 +164,23 @@ func nodeList(b *strings.Builder, votes []NodeVote, what string, match func(Node
 	}
 }
 
-// Unwrap returns the sentinel (ErrNotAcquired, ErrNotHeld or ErrUnconfirmed), a NodeError for
-// each node that failed, and the ctx error when the ctx ended the call.
+// Unwrap returns the sentinel (ErrNotAcquired, ErrNotHeld or
+// ErrUnconfirmed), a NodeError for each node that failed, ErrWrongType when
+// a node holds a value of another type at the key, and the ctx error when
+// the ctx ended the call.
 func (e *QuorumError) Unwrap() []error {
 	errs := []error{e.sentinel}
+	wrongType := false
 	for _, v := range e.Stats.Nodes {
-		if v.Vote == VoteFailed {
+		switch {
+		case v.Vote == VoteFailed:
 			errs = append(errs, &NodeError{Index: v.Index, Addr: v.Addr, Err: v.Err})
+		case v.Vote == VoteNo && v.Err == ErrWrongType:
+			wrongType = true
 		}
+	}
+	if wrongType {
+		errs = append(errs, ErrWrongType)
 	}
 	if e.ctxErr != nil {
 		errs = append(errs, e.ctxErr)

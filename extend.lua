@@ -1,8 +1,11 @@
 -- extend.lua resets the TTL of an acquisition's lock keys, only when every
 -- one of them still holds the lock's value; otherwise it changes nothing. It never
 -- re-creates a missing key: a key that expired may already belong to someone
--- else on the other nodes. An owner lock's TTL is never shortened, since
--- other acquisitions of the owner may count on it.
+-- else on the other nodes. It never shortens a TTL either: extensions with
+-- different TTLs (Extend with WithTTL, beside auto-extension) may reach a
+-- node in any order, and each one's validity counts on the node keeping the
+-- key at least that long. An owner lock's other acquisitions count on it
+-- too.
 --
 -- KEYS[1..n]: the lock keys.
 -- ARGV[1]: the value of the attempt that won the lock.
@@ -17,10 +20,6 @@ for i = 1, #KEYS do
   end
 end
 for i = 1, #KEYS do
-  if owner == '' then
-    redis.call('PEXPIRE', KEYS[i], ttl)
-  else
-    expireAtLeast(KEYS[i], ttl)
-  end
+  expireAtLeast(KEYS[i], ttl)
 end
 return 1

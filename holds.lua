@@ -7,7 +7,8 @@
 -- acquisition of that owner that reached this node.
 --
 -- An attempt's value is the acquisition's random id for its first attempt,
--- and "<id>.<n>" for attempt n.
+-- and "<id>.<n>" for attempt n; with a label (WithLabel), a space and the
+-- label follow. The id is a UUID, so the first space ends the attempt's name.
 
 -- holds reports whether key holds value (and owner, for an owner lock; ''
 -- for a plain one).
@@ -38,8 +39,12 @@ local function waitingKey(key)
 end
 
 -- attemptOf returns the attempt number of v when v is a value of the
--- acquisition id, else nil.
+-- acquisition id, else nil. The label, if any, is left out.
 local function attemptOf(v, id)
+  local sp = string.find(v, ' ', 1, true)
+  if sp then
+    v = string.sub(v, 1, sp - 1)
+  end
   if v == id then
     return 0
   end

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -88,9 +87,10 @@ func (l *Lock) start() {
 	}
 }
 
-// nextRenewal is when the renewal after one that started at from is due.
+// nextRenewal is when the renewal after one that started at from is due: a
+// third of the lock's TTL later. l.mu must be held.
 func (l *Lock) nextRenewal(from time.Time) time.Time {
-	return from.Add(l.cfg.ttl / 3)
+	return from.Add(l.ttl / 3)
 }
 
 // expire ends the lock when its validity has run out on the local clock. A
@@ -107,7 +107,7 @@ func (l *Lock) expire() {
 		cause = ErrMaxHold
 	}
 	l.mu.Unlock()
-	l.end(fmt.Errorf("%w: %w", ErrLockLost, cause))
+	l.end(chain(ErrLockLost, cause))
 }
 
 var errValidityEnded = errors.New("validity ended before a renewal succeeded")
@@ -139,19 +139,20 @@ func (l *Lock) end(err error) bool {
 }
 
 // extendTTL is the TTL to ask for in an extension that starts at start: the
-// configured TTL, cut so that the lock does not outlive its max hold. ok is
-// false when the cap leaves no validity. Once the cap has cut a TTL, the
-// lock is marked to end with ErrMaxHold.
+// lock's TTL (the configured one, or the last given to Extend), cut so that
+// the lock does not outlive its max hold. ok is false when the cap leaves no
+// validity. Once the cap has cut a TTL, the lock is marked to end with
+// ErrMaxHold.
 func (l *Lock) extendTTL(start time.Time) (ttl time.Duration, ok bool) {
-	ttl = l.cfg.ttl
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ttl = l.ttl
 	if l.holdEnd.IsZero() {
 		return ttl, true
 	}
 	if left := l.holdEnd.Sub(start); left < ttl {
 		ttl = left.Truncate(time.Millisecond)
-		l.mu.Lock()
 		l.capped = true
-		l.mu.Unlock()
 	}
 	return ttl, ttl > clockDrift(ttl, l.cfg.driftFactor) && ttl >= time.Millisecond
 }

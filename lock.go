@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,13 +25,14 @@ type Lock struct {
 	done     chan struct{} // closed when the lock ends
 
 	mu       sync.Mutex
-	until    time.Time   // guarded by mu
-	held     []bool      // guarded by mu; nodes known to have said yes
-	released bool        // guarded by mu; Unlock was called
-	stats    Stats       // guarded by mu; the last round
-	err      error       // guarded by mu; why it ended, nil while held
-	expiry   *time.Timer // guarded by mu; fires at until
-	capped   bool        // guarded by mu; the max hold cut a TTL
+	until    time.Time     // guarded by mu
+	ttl      time.Duration // guarded by mu; the TTL of extensions, see Extend
+	held     []bool        // guarded by mu; nodes known to have said yes
+	released bool          // guarded by mu; Unlock was called
+	stats    Stats         // guarded by mu; the last round
+	err      error         // guarded by mu; why it ended, nil while held
+	expiry   *time.Timer   // guarded by mu; fires at until
+	capped   bool          // guarded by mu; the max hold cut a TTL
 
 	// renewal is the lock's place in the renewer's queue; guarded by the
 	// renewer's mu.
@@ -57,7 +59,8 @@ func (l *Lock) name() string {
 // Token()). Each Lock or TryLock call draws a random UUID, and each of its
 // attempts writes a value of its own: the UUID for the first attempt, and
 // UUID.n for attempt n, so that a late message of one attempt can never
-// touch the key another attempt counted.
+// touch the key another attempt counted. With WithLabel, a space and the
+// label follow: Token is the whole stored string, as Inspect reports it.
 func (l *Lock) Token() string { return l.att.value.value }
 
 // Owner returns the owner given with WithOwner, or "" for a plain lock.
@@ -118,6 +121,10 @@ func (l *Lock) markHeld(i int) {
 // not answer in time, it matches ErrUnconfirmed instead: the release still
 // reaches them as their requests return. As a *QuorumError either says
 // what each node answered. Either way the lock is over: call Unlock once.
+//
+// ctx's cancellation does not stop the release: Unlock with a cancelled ctx
+// still releases, bounded as above, and returns nil when the release landed
+// on a quorum.
 func (l *Lock) Unlock(ctx context.Context) error {
 	c := l.c
 	if err := c.enter(); err != nil {
@@ -135,7 +142,10 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	over := l.err != nil || !c.now().Before(l.until)
 	l.mu.Unlock()
 	l.end(ErrUnlocked)
-	return l.release(ctx, over)
+	// The release does not stop when ctx does: a caller whose ctx is
+	// already cancelled (a shutdown, a deferred Unlock after a timeout)
+	// still frees the nodes, within the release's own bound.
+	return l.release(context.WithoutCancel(ctx), over)
 }
 
 // release deletes the lock's keys on every node, announcing it to waiters,
@@ -212,14 +222,31 @@ func (l *Lock) heldOn(i int) bool {
 // validity ended; Until then becomes the start of the extension plus the TTL,
 // minus the drift.
 //
+// The only option it takes is WithTTL, as redislock's Refresh takes a TTL:
+// the new TTL is used for this extension and every later one, auto-extension
+// included. A node never shortens a key's TTL, so a TTL shorter than the
+// time the lock has left does not cut it short; Until never moves back.
+// The max hold still caps it. Any other option is an ErrInvalidOption.
+//
 // Extend refuses once Until has passed, once the lock has ended (Done is
-// closed: after Unlock, or once it was lost), or when WithMaxHold's
-// cap leaves no room (the error then also matches ErrMaxHold). On failure the
-// error matches ErrNotHeld (and ctx.Err() when ctx ended the call) and Until
+// closed: after Unlock, or once it was lost), or when WithMaxHold's cap
+// leaves no room (the error then also matches ErrMaxHold). On failure Until
 // is unchanged: the nodes that did extend keep the key for a full TTL, and
-// Unlock still releases them.
-func (l *Lock) Extend(ctx context.Context) error {
+// Unlock still releases them. The error matches ErrNotHeld when a node said
+// it no longer held the lock, or a quorum could not be reached; when ctx
+// ended the call before any node said no, it matches ctx.Err() and not
+// ErrNotHeld, since the lock may well still be held until Until.
+func (l *Lock) Extend(ctx context.Context, opts ...Option) error {
 	c, cfg := l.c, l.cfg
+	if len(opts) > 0 {
+		ttl, err := extendOptions(cfg, opts)
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		l.ttl = ttl
+		l.mu.Unlock()
+	}
 	l.mu.Lock()
 	until, released, ended := l.until, l.released, l.err
 	l.mu.Unlock()
@@ -232,7 +259,7 @@ func (l *Lock) Extend(ctx context.Context) error {
 		return fail("already unlocked")
 	}
 	if ended != nil {
-		return fail("lock ended: " + ended.Error())
+		return fail("lock ended: " + bare(ended))
 	}
 	start := c.now()
 	if !start.Before(until) {
@@ -241,7 +268,7 @@ func (l *Lock) Extend(ctx context.Context) error {
 	}
 	ttl, ok := l.extendTTL(start)
 	if !ok {
-		err := fmt.Errorf("%w: %w: lock %q cannot be held past %v", ErrNotHeld, ErrMaxHold, l.name(), l.holdEnd.Sub(l.acquired))
+		err := chain(ErrNotHeld, fmt.Errorf("%w: lock %q cannot be held past %v", ErrMaxHold, l.name(), l.holdEnd.Sub(l.acquired)))
 		c.observeExtend(Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum}, err)
 		return err
 	}
@@ -272,6 +299,33 @@ func (l *Lock) Extend(ctx context.Context) error {
 	return err
 }
 
+// errExtendInterrupted is the sentinel of an Extend that the caller's ctx
+// ended before any node said no: its error matches ctx.Err(), not ErrNotHeld.
+var errExtendInterrupted = errors.New("redlock: extend interrupted")
+
+// extendOptions returns the TTL that Extend's options set, validated as New
+// validates it, or an ErrInvalidOption naming an option Extend does not
+// take.
+func extendOptions(cfg *config, opts []Option) (time.Duration, error) {
+	base := *cfg
+	base.logger, base.observer = nil, nil
+	got, err := base.apply(opts)
+	if err != nil {
+		return 0, err
+	}
+	if got.logger != nil || got.observer != nil {
+		return 0, fmt.Errorf("%w: Extend takes only WithTTL", ErrInvalidOption)
+	}
+	// apply derives the node timeout from the TTL unless it was chosen:
+	// only the TTL may differ.
+	probe := got
+	probe.ttl, probe.nodeTimeout = base.ttl, base.nodeTimeout
+	if probe != base {
+		return 0, fmt.Errorf("%w: Extend takes only WithTTL", ErrInvalidOption)
+	}
+	return got.ttl, nil
+}
+
 // settleExtend decides an extension round and applies it.
 func (l *Lock) settleExtend(o *outcome, st Stats, start, until time.Time, ttl time.Duration) error {
 	c, cfg := l.c, l.cfg
@@ -282,7 +336,11 @@ func (l *Lock) settleExtend(o *outcome, st Stats, start, until time.Time, ttl ti
 	case l.err != nil:
 		// Unlock, or the expiry timer, ended the lock while the round was
 		// in flight: an extension cannot bring it back.
-		return &QuorumError{Stats: st, Reason: "lock ended: " + l.err.Error(), sentinel: ErrNotHeld}
+		return &QuorumError{Stats: st, Reason: "lock ended: " + bare(l.err), sentinel: ErrNotHeld}
+	case o.ctxErr != nil && o.no == 0:
+		// The caller gave up before any node said no: nothing says the
+		// lock is lost.
+		return &QuorumError{Stats: st, sentinel: errExtendInterrupted, ctxErr: o.ctxErr}
 	case o.ctxErr != nil || o.yes < c.quorum:
 		return &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
 	case !o.end.Before(until):

@@ -90,6 +90,10 @@ type node struct {
 	// (Redis before 7.0): acquisitions then use acquire.lua there.
 	oldSet atomic.Bool
 
+	// readOnly is set once the node answered READONLY, so that it is
+	// logged once.
+	readOnly atomic.Bool
+
 	guard nodeGuard // used WithNodeGuard
 	pipe  pipe      // batches the requests to the node
 }

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Defaults of the options.
@@ -34,6 +37,7 @@ type config struct {
 	fencing     bool
 	owner       string
 	guard       bool
+	label       string
 	logger      *slog.Logger // New only
 	observer    Observer     // New only
 
@@ -155,6 +159,19 @@ func WithOwner(id string) Option {
 	return func(c *config) { c.owner = id }
 }
 
+// WithLabel stores a short description of the holder with the lock: the
+// host, the pid, the job. It goes inside the value each node keeps, after
+// the token, so the key stays one plain string; Inspect and the CLI's
+// status show it, and redis-cli GET shows it too. It must be valid UTF-8 of
+// at most MaxLabelLen bytes, without control characters. The default is
+// none.
+func WithLabel(s string) Option {
+	return func(c *config) { c.label = s }
+}
+
+// MaxLabelLen is the longest label WithLabel accepts, in bytes.
+const MaxLabelLen = 128
+
 // WithNodeGuard turns on the restart and clock-jump guard. With each
 // acquisition it reads every node's run_id, uptime and clock (INFO server and
 // TIME, pipelined with the acquire command: no extra round trip). A node that
@@ -172,16 +189,17 @@ func WithNodeGuard(enabled bool) Option {
 	return func(c *config) { c.guard = enabled }
 }
 
-// WithLogger sets where the Client logs: guard quarantines and lost locks at
-// Warn, failed rounds at Debug. Tokens are logged only at Debug. The default
-// is silent. It is a Client setting: given to one call, it is ignored.
+// WithLogger sets where the Client logs: guard quarantines, lost locks and
+// read-only nodes at Warn, failed rounds at Debug. Tokens are logged only at
+// Debug. The default is silent. It is a Client setting: given to one call,
+// it is an ErrInvalidOption.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
 
 // WithObserver sets an Observer that receives every acquisition attempt,
 // extension, loss and release of the Client's locks. The default is none.
-// It is a Client setting: given to one call, it is ignored.
+// It is a Client setting: given to one call, it is an ErrInvalidOption.
 func WithObserver(o Observer) Option {
 	return func(c *config) { c.observer = o }
 }
@@ -221,6 +239,21 @@ func (base config) apply(opts []Option) (config, error) {
 	return c, c.validate()
 }
 
+// minAutoExtendTTL is the shortest TTL whose renewals fit, for the config's
+// node timeout and drift factor (the node timeout as chosen, or derived
+// from each candidate TTL).
+func minAutoExtendTTL(c *config) time.Duration {
+	for ttl := time.Millisecond; ; ttl += ttl / 8 {
+		nt := c.nodeTimeout
+		if !c.nodeTimeoutSet {
+			nt = defaultNodeTimeout(ttl)
+		}
+		if ttl/3+nt+clockDrift(ttl, c.driftFactor) < ttl {
+			return ttl.Truncate(time.Millisecond) + time.Millisecond
+		}
+	}
+}
+
 // validate says what is wrong with a config, in terms of the options.
 func (c *config) validate() error {
 	switch {
@@ -235,6 +268,12 @@ func (c *config) validate() error {
 			ErrInvalidOption, c.retryMin, c.retryMax)
 	case c.maxHold < 0:
 		return fmt.Errorf("%w: max hold must not be negative, got %v", ErrInvalidOption, c.maxHold)
+	case len(c.label) > MaxLabelLen:
+		return fmt.Errorf("%w: label is %d bytes, longer than the %d allowed", ErrInvalidOption, len(c.label), MaxLabelLen)
+	case !utf8.ValidString(c.label):
+		return fmt.Errorf("%w: label %q is not valid UTF-8", ErrInvalidOption, c.label)
+	case strings.IndexFunc(c.label, unicode.IsControl) >= 0:
+		return fmt.Errorf("%w: label %q contains a control character", ErrInvalidOption, c.label)
 	}
 	if c.maxHold > 0 {
 		if d := clockDrift(c.maxHold, c.driftFactor); validity(c.maxHold, c.nodeTimeout, d) <= 0 {
@@ -249,6 +288,16 @@ func (c *config) validate() error {
 	if validity(c.ttl, c.nodeTimeout, drift) <= 0 {
 		return fmt.Errorf("%w: ttl %v leaves no validity after clock drift %v and node timeout %v",
 			ErrInvalidOption, c.ttl, drift, c.nodeTimeout)
+	}
+	if c.autoExtend {
+		// The first renewal starts a third of the TTL in, and must be
+		// able to reach its quorum within a node timeout before the
+		// validity ends.
+		if c.ttl/3+c.nodeTimeout+drift >= c.ttl {
+			return fmt.Errorf("%w: auto-extension cannot work at ttl %v: a renewal starts at a third of the TTL (%v) and may "+
+				"take the node timeout (%v) to reach its quorum, past the validity (clock drift %v); "+
+				"use a TTL of at least %v", ErrInvalidOption, c.ttl, c.ttl/3, c.nodeTimeout, drift, minAutoExtendTTL(c))
+		}
 	}
 	return nil
 }

@@ -254,10 +254,19 @@ func (c *Client) config(opts []Option) (*config, error) {
 	if len(opts) == 0 {
 		return &c.cfg, nil
 	}
-	cfg, err := c.cfg.apply(opts)
+	base := c.cfg
+	base.logger, base.observer = nil, nil
+	cfg, err := base.apply(opts)
 	if err != nil {
 		return nil, err
 	}
+	switch {
+	case cfg.logger != nil:
+		return nil, fmt.Errorf("%w: WithLogger is a Client setting: give it to New, not to one call", ErrInvalidOption)
+	case cfg.observer != nil:
+		return nil, fmt.Errorf("%w: WithObserver is a Client setting: give it to New, not to one call", ErrInvalidOption)
+	}
+	cfg.logger, cfg.observer = c.cfg.logger, c.cfg.observer
 	for {
 		old := c.ttlMax.Load()
 		if int64(cfg.ttl) <= old || c.ttlMax.CompareAndSwap(old, int64(cfg.ttl)) {

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"container/heap"
-	"fmt"
 	"sync"
 	"time"
 
@@ -276,7 +275,7 @@ func (l *Lock) settleRenewal(start, end time.Time, ttl time.Duration, yes, no in
 	case !lostIt:
 		// Retry soon; the expiry timer ends the lock if validity runs out
 		// first.
-		retry := min(l.cfg.ttl/20, 100*time.Millisecond)
+		retry := min(l.ttl/20, 100*time.Millisecond)
 		c.renewer.add(l, c.now().Add(max(retry, time.Millisecond)))
 	}
 	l.mu.Unlock()
@@ -286,7 +285,7 @@ func (l *Lock) settleRenewal(start, end time.Time, ttl time.Duration, yes, no in
 	}
 	c.observeExtend(st, &QuorumError{Stats: st, Reason: "renewal failed", sentinel: ErrNotHeld})
 	if lostIt {
-		l.end(fmt.Errorf("%w: %w", ErrLockLost, &QuorumError{
+		l.end(chain(ErrLockLost, &QuorumError{
 			Stats:    st,
 			Reason:   "a quorum of nodes no longer holds the token",
 			sentinel: ErrNotHeld,

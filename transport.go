@@ -272,6 +272,10 @@ type leg struct {
 // handler once the round has been decided.
 func (lg *leg) deliver(val int64, err error) {
 	r, n := lg.r, lg.n
+	if err != nil && redis.HasErrorPrefix(err, "READONLY") && n.readOnly.CompareAndSwap(false, true) {
+		lg.c.log.Warn("redlock: node is a read-only replica: it can never vote yes; give New the masters (Client.Check reports it too)",
+			"node", n.index, "addr", n.addr, "err", err)
+	}
 	rp := reply{i: n.index, val: val, err: nodeErr(err)}
 	r.mu.Lock()
 	if r.stalled[n.index] {

@@ -1,0 +1,893 @@
+package redlock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Severity ranks a Finding of Check. The zero value is SeverityOK, and a
+// higher value is worse.
+type Severity uint8
+
+const (
+	// SeverityOK is a check that passed.
+	SeverityOK Severity = iota
+	// SeverityInfo is worth knowing but needs no change: a setting that
+	// could not be read, or one that is safe only as long as another stays
+	// as it is.
+	SeverityInfo
+	// SeverityWarning weakens a guarantee under some faults: a restart
+	// without persistence, for example, or clocks that disagree.
+	SeverityWarning
+	// SeverityCritical breaks the algorithm's assumptions now: a replica,
+	// two nodes that are one server, an unreachable node, a policy that
+	// evicts lock keys, a node without scripting.
+	SeverityCritical
+)
+
+// String returns "ok", "info", "warning" or "critical".
+func (s Severity) String() string {
+	switch s {
+	case SeverityOK:
+		return "ok"
+	case SeverityInfo:
+		return "info"
+	case SeverityWarning:
+		return "warning"
+	}
+	return "critical"
+}
+
+// Finding is one result of Check.
+type Finding struct {
+	// Severity ranks it.
+	Severity Severity
+	// Check names what was checked:
+	//   - "reachable": the node answered;
+	//   - "role": it is a master, not a replica or a Sentinel, and no
+	//     failover can replace it (READONLY errors land here too);
+	//   - "distinct": no other node is the same server (run_id);
+	//   - "maxmemory-policy": it cannot evict lock keys;
+	//   - "persistence": it keeps acknowledged keys across a crash;
+	//   - "clock": its clock runs at our rate (per node), and the nodes'
+	//     clocks agree (Node -1);
+	//   - "version": it is recent enough for the commands the library sends;
+	//   - "scripting": EVAL and EVALSHA work;
+	//   - "acl": commands the user may not run (NOPERM).
+	Check string
+	// Node is the node's index in the slice given to New, or -1 for a
+	// finding about the deployment as a whole.
+	Node int
+	// Addr is the node's address, "" when Node is -1.
+	Addr string
+	// Message says what was found.
+	Message string
+	// Fix says what to do about it; "" when nothing needs doing.
+	Fix string
+}
+
+// NodeInfo is what Check learned about one node. A field that could not be
+// read is left at its zero value; the findings say why.
+type NodeInfo struct {
+	// Index is the node's position in the slice given to New.
+	Index int
+	// Addr is the node's address.
+	Addr string
+	// Role is "master", "slave" or "sentinel", from ROLE (or INFO
+	// replication when ROLE fails).
+	Role string
+	// ReplicaOf is the host:port of the node's master when Role is
+	// "slave".
+	ReplicaOf string
+	// RunID identifies the server process, from INFO server.
+	RunID string
+	// Version is the Redis version, from INFO server.
+	Version string
+	// MaxmemoryPolicy and Maxmemory (in bytes; 0 means no limit) are the
+	// node's settings of those names, from CONFIG GET or else INFO memory.
+	MaxmemoryPolicy string
+	Maxmemory       int64
+	// AppendOnly and AppendFsync are the node's settings of those names,
+	// from CONFIG GET; AppendOnly falls back to INFO persistence, and
+	// AppendFsync is then "".
+	AppendOnly  bool
+	AppendFsync string
+	// RTT is the round trip of Check's first request to the node, which
+	// carried every read but the second clock sample.
+	RTT time.Duration
+	// ClockOffset is the node's clock (TIME) less our wall clock, at the
+	// middle of the round trip: of the two samples, the one with the
+	// shorter round trip, to within half of it.
+	ClockOffset time.Duration
+	// ClockRate is how far the node's clock moved per unit of our
+	// monotonic clock between two TIME samples, 1 for a perfect match; 0
+	// when it was not measured.
+	ClockRate float64
+	// Err is why the node could not be checked; the other fields but
+	// Index and Addr are then zero.
+	Err error
+}
+
+// Report is the result of Check. It is a plain value, safe to read from
+// many goroutines.
+type Report struct {
+	// Nodes holds what each node reported, in the order given to New.
+	Nodes []NodeInfo
+	// Findings holds every finding, passed checks included (SeverityOK),
+	// the worst first, then by node (-1 first), then in the order of the
+	// checks.
+	Findings []Finding
+}
+
+// Worst returns the highest severity among the findings; SeverityOK when
+// there are none.
+func (r *Report) Worst() Severity {
+	w := SeverityOK
+	for _, f := range r.Findings {
+		w = max(w, f.Severity)
+	}
+	return w
+}
+
+// String renders the report for a terminal: a table of the nodes, then every
+// finding that is not SeverityOK with its fix, then a summary line.
+func (r *Report) String() string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tADDR\tROLE\tVERSION\tRUN_ID\tMAXMEMORY-POLICY\tAOF\tRTT\tCLOCK")
+	for _, n := range r.Nodes {
+		if n.Err != nil {
+			// In the last column, which does not widen the others.
+			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\tunreachable: %v\n", n.Index, n.Addr, n.Err)
+			continue
+		}
+		aof := "no"
+		if n.AppendOnly {
+			aof = "yes"
+			if n.AppendFsync != "" {
+				aof += "/" + n.AppendFsync
+			}
+		}
+		clock := "-"
+		if n.ClockOffset != 0 || n.ClockRate != 0 {
+			clock = n.ClockOffset.Round(10 * time.Microsecond).String()
+			if n.ClockOffset >= 0 {
+				clock = "+" + clock
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", n.Index, n.Addr, dash(n.Role), dash(n.Version),
+			dash(short(n.RunID)), dash(n.MaxmemoryPolicy), aof, n.RTT.Round(10*time.Microsecond), clock)
+	}
+	_ = tw.Flush()
+	passed := 0
+	for _, f := range r.Findings {
+		if f.Severity == SeverityOK {
+			passed++
+			continue
+		}
+		where := "all nodes"
+		if f.Node >= 0 {
+			where = fmt.Sprintf("node %d (%s)", f.Node, f.Addr)
+		}
+		fmt.Fprintf(&b, "\n%-8s  %s  %s: %s\n", strings.ToUpper(f.Severity.String()), f.Check, where, f.Message)
+		if f.Fix != "" {
+			fmt.Fprintf(&b, "          fix: %s\n", f.Fix)
+		}
+	}
+	fmt.Fprintf(&b, "\nworst: %s; %d findings, %d checks passed\n", r.Worst(), len(r.Findings)-passed, passed)
+	return b.String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+const (
+	// checkMinTimeout is the least Check waits for a node's reads: they
+	// are more than an acquisition sends, and a node timeout tuned for
+	// SET may be too short for INFO on a busy node.
+	checkMinTimeout = 500 * time.Millisecond
+	// checkRateGap separates a node's two TIME samples. Long enough to
+	// see a rate off by the default drift factor (1% is 1ms here) on a
+	// LAN, short enough to keep Check quick.
+	checkRateGap = 100 * time.Millisecond
+	// checkClockSpread is how far apart the nodes' clocks may be before
+	// Check warns: NTP keeps them within milliseconds, so a second apart
+	// means a clock nobody synchronises, which will be stepped some day.
+	checkClockSpread = time.Second
+	// checkClockResolution is the error of one TIME sample beyond the
+	// round trip: TIME reports whole microseconds.
+	checkClockResolution = 10 * time.Microsecond
+)
+
+// checkSrc is a script that only returns, to see that EVAL and EVALSHA work.
+const checkSrc = "return 1"
+
+var checkScript = redis.NewScript(checkSrc)
+
+// Check verifies the nodes against the assumptions of docs/SAFETY.md, and
+// reports each finding with its severity and fix: every node answers, is a
+// master and a distinct server, cannot evict lock keys, keeps acknowledged
+// writes across a crash, runs scripts and a recent enough Redis, and has a
+// clock that runs at our rate and agrees with the others'. It only reads
+// (ROLE, INFO, CONFIG GET, TIME, and a script that returns 1), and never
+// changes a node.
+//
+// The nodes are checked at once. Each gets as long as the node timeout, at
+// least 500ms, plus the 100ms between its two clock samples; a node that has
+// not answered by then is reported unreachable, and Check returns without
+// it. On healthy nodes Check takes a little over 100ms.
+//
+// Check returns an error only after Close (ErrClosed), or when ctx ends
+// first (the error wraps ctx.Err()); the nodes' problems, unreachable
+// nodes included, are findings.
+func (c *Client) Check(ctx context.Context) (*Report, error) {
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	defer c.leave()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redlock: check: %w", err)
+	}
+	wait := max(c.cfg.nodeTimeout, checkMinTimeout) + checkRateGap
+	deadline := time.Now().Add(wait)
+	// The reads are detached from ctx, so that an ended ctx is reported as
+	// such rather than as failed nodes, and bounded by our own deadline:
+	// go-redis ignores a ctx deadline on reads unless
+	// ContextTimeoutEnabled, so Check also stops waiting at the deadline.
+	// A read to a hung node may outlive Check, until go-redis's
+	// ReadTimeout; c.wg tracks it for Close.
+	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	msgs := make(chan checkMsg, 2*len(c.nodes)) // two per node: never blocks
+	for _, n := range c.nodes {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			n.probe(pctx, msgs)
+		}()
+	}
+	probes := make([]*probe, len(c.nodes))
+	seconds := make([]*clockSample, len(c.nodes))
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+collect:
+	for pending := 2 * len(c.nodes); pending > 0; pending-- {
+		select {
+		case m := <-msgs:
+			if m.p != nil {
+				probes[m.i] = m.p
+			} else {
+				seconds[m.i] = m.second
+			}
+		case <-timer.C:
+			break collect
+		case <-ctx.Done():
+			return nil, fmt.Errorf("redlock: check: %w", ctx.Err())
+		case <-c.done:
+			return nil, ErrClosed
+		}
+	}
+	facts := make([]nodeFacts, len(c.nodes))
+	for i, n := range c.nodes {
+		facts[i] = n.facts(probes[i], seconds[i], wait)
+	}
+	r := &Report{Nodes: make([]NodeInfo, len(facts)), Findings: c.findings(facts)}
+	for i, f := range facts {
+		r.Nodes[i] = f.NodeInfo
+	}
+	return r, nil
+}
+
+// checkMsg carries one of a node's two results to Check: its probe, then
+// its second clock sample.
+type checkMsg struct {
+	i      int
+	p      *probe
+	second *clockSample
+}
+
+// clockSample is one reading of a node's clock, with our clock before and
+// after the request.
+type clockSample struct {
+	node       time.Time
+	sent, recv time.Time
+	err        error
+}
+
+func (s *clockSample) rtt() time.Duration { return s.recv.Sub(s.sent) }
+
+// mid is our clock when the node most likely read its own.
+func (s *clockSample) mid() time.Time { return s.sent.Add(s.rtt() / 2) }
+
+// probe holds the replies of Check's first request to a node: every read
+// in one pipeline. It belongs to the goroutine that fills it until it is
+// sent to Check.
+type probe struct {
+	sent, recv  time.Time
+	time        *redis.TimeCmd
+	role        *redis.Cmd
+	server      *redis.StringCmd
+	replication *redis.StringCmd
+	memory      *redis.StringCmd
+	persistence *redis.StringCmd
+	cfgMemory   *redis.MapStringStringCmd
+	cfgAOF      *redis.MapStringStringCmd
+	eval        *redis.Cmd
+	evalSha     *redis.Cmd
+}
+
+// cmds lists the probe's commands with the names the findings use.
+func (p *probe) cmds() []struct {
+	name string
+	cmd  redis.Cmder
+} {
+	return []struct {
+		name string
+		cmd  redis.Cmder
+	}{
+		{"TIME", p.time}, {"ROLE", p.role}, {"INFO server", p.server}, {"INFO replication", p.replication},
+		{"INFO memory", p.memory}, {"INFO persistence", p.persistence}, {"CONFIG GET maxmemory*", p.cfgMemory},
+		{"CONFIG GET *append*", p.cfgAOF}, {"EVAL", p.eval}, {"EVALSHA", p.evalSha},
+	}
+}
+
+// probe reads everything Check needs from the node in one round trip, then,
+// checkRateGap after it sent that, reads the clock again. It sends exactly
+// two messages to out; out must have room for them.
+func (n *node) probe(ctx context.Context, out chan<- checkMsg) {
+	p := &probe{}
+	pl := n.client.Pipeline()
+	p.time = pl.Time(ctx)
+	p.role = pl.Do(ctx, "role")
+	p.server = pl.Info(ctx, "server")
+	p.replication = pl.Info(ctx, "replication")
+	p.memory = pl.Info(ctx, "memory")
+	p.persistence = pl.Info(ctx, "persistence")
+	// Globs, because CONFIG GET takes one parameter before Redis 7.0.
+	p.cfgMemory = pl.ConfigGet(ctx, "maxmemory*")
+	p.cfgAOF = pl.ConfigGet(ctx, "*append*")
+	p.eval = pl.Eval(ctx, checkSrc, nil)
+	p.evalSha = pl.EvalSha(ctx, checkScript.Hash(), nil)
+	p.sent = time.Now()
+	_, _ = pl.Exec(ctx) // each command keeps its own error
+	p.recv = time.Now()
+	out <- checkMsg{i: n.index, p: p}
+
+	s := &clockSample{err: p.time.Err()}
+	defer func() { out <- checkMsg{i: n.index, second: s} }()
+	if s.err != nil {
+		return
+	}
+	t := time.NewTimer(time.Until(p.sent.Add(checkRateGap)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		s.err = nodeErr(ctx.Err())
+		return
+	}
+	s.sent = time.Now()
+	s.node, s.err = n.client.Time(ctx).Result()
+	s.recv = time.Now()
+	s.err = nodeErr(s.err)
+}
+
+// nodeFacts is what Check made of one node's replies, for findings.
+type nodeFacts struct {
+	NodeInfo
+	reached  bool             // NodeInfo.Err is nil
+	failover string           // "Redis Cluster" or "Sentinel" when the client fails over
+	replicas int              // a master's connected replicas
+	readOnly error            // a READONLY reply to any command
+	denied   []string         // commands refused with NOPERM
+	errs     map[string]error // why a check could not read its setting, by check
+	aofKnown bool             // AppendOnly was read
+	rewrite  string           // no-appendfsync-on-rewrite
+	usedMem  int64            // used_memory, 0 when unknown
+	serverOK bool             // INFO server answered (the guard needs it)
+	timeOK   bool             // TIME answered (the guard needs it)
+	eval     error            // EVAL's error
+	evalSha  error            // EVALSHA's error, NOSCRIPT excepted
+	first    clockSample      // the TIME of the probe
+	second   clockSample      // the later TIME
+	// offsetFrom is the sample ClockOffset comes from: the one with the
+	// shorter round trip.
+	offsetFrom clockSample
+}
+
+// facts turns a node's replies into facts; p is nil when the node did not
+// answer within wait, and second when the second clock sample did not come.
+func (n *node) facts(p *probe, second *clockSample, wait time.Duration) nodeFacts {
+	f := nodeFacts{NodeInfo: NodeInfo{Index: n.index, Addr: n.addr}, errs: map[string]error{}}
+	switch rc := n.client.(type) {
+	case *redis.ClusterClient:
+		f.failover = "Redis Cluster"
+	case *redis.Client:
+		if rc.Options().Addr == "FailoverClient" { // how go-redis names a Sentinel client
+			f.failover = "Sentinel"
+		}
+	}
+	if p == nil {
+		f.Err = fmt.Errorf("%w (Check waited %v)", ErrNodeTimeout, wait)
+		return f
+	}
+	var firstErr error
+	failed := 0
+	for _, c := range p.cmds() {
+		err := c.cmd.Err()
+		if err == nil {
+			continue
+		}
+		failed++
+		firstErr = cmp.Or(firstErr, err)
+		switch {
+		case redis.IsPermissionError(err):
+			f.denied = append(f.denied, c.name)
+		case redis.IsReadOnlyError(err):
+			f.readOnly = cmp.Or(f.readOnly, err)
+		}
+	}
+	if failed == len(p.cmds()) {
+		// Down, refused, unauthenticated, loading...: not a usable node.
+		f.Err = nodeErr(firstErr)
+		return f
+	}
+	f.reached = true
+	f.RTT = p.recv.Sub(p.sent)
+
+	if role, err := p.role.Slice(); err == nil && len(role) > 0 {
+		f.Role, _ = role[0].(string)
+		switch f.Role {
+		case "slave":
+			if len(role) >= 3 {
+				host, _ := role[1].(string)
+				f.ReplicaOf = net.JoinHostPort(host, fmt.Sprint(role[2]))
+			}
+		case "master":
+			if len(role) >= 3 {
+				if rs, ok := role[2].([]any); ok {
+					f.replicas = len(rs)
+				}
+			}
+		}
+	} else if info, ierr := p.replication.Result(); ierr == nil && infoField(info, "role") != "" {
+		f.Role = infoField(info, "role")
+		if f.Role == "slave" {
+			f.ReplicaOf = net.JoinHostPort(infoField(info, "master_host"), infoField(info, "master_port"))
+		}
+		f.replicas, _ = strconv.Atoi(infoField(info, "connected_slaves"))
+	} else {
+		f.errs["role"] = fmt.Errorf("ROLE: %w; INFO replication: %w", cmp.Or(err, errEmptyReply), cmp.Or(ierr, errEmptyReply))
+	}
+
+	if info, err := p.server.Result(); err == nil {
+		f.serverOK = true
+		f.RunID = infoField(info, "run_id")
+		f.Version = infoField(info, "redis_version")
+		if f.RunID == "" {
+			f.errs["distinct"] = errors.New("INFO server has no run_id")
+		}
+		if _, ok := parseVersion(f.Version); !ok {
+			f.errs["version"] = errors.New("INFO server has no redis_version")
+		}
+	} else {
+		f.errs["distinct"] = fmt.Errorf("INFO server: %w", err)
+		f.errs["version"] = f.errs["distinct"]
+	}
+
+	memInfo, memErr := p.memory.Result()
+	if memErr == nil {
+		f.usedMem, _ = strconv.ParseInt(infoField(memInfo, "used_memory"), 10, 64)
+	}
+	if m, err := p.cfgMemory.Result(); err == nil && m["maxmemory-policy"] != "" {
+		f.MaxmemoryPolicy = m["maxmemory-policy"]
+		f.Maxmemory, _ = strconv.ParseInt(m["maxmemory"], 10, 64)
+	} else if memErr == nil && infoField(memInfo, "maxmemory_policy") != "" {
+		// CONFIG is often renamed away or denied on managed servers.
+		f.MaxmemoryPolicy = infoField(memInfo, "maxmemory_policy")
+		f.Maxmemory, _ = strconv.ParseInt(infoField(memInfo, "maxmemory"), 10, 64)
+	} else {
+		f.errs["maxmemory-policy"] = fmt.Errorf("CONFIG GET: %w; INFO memory: %w", cmp.Or(err, errEmptyReply), cmp.Or(memErr, errEmptyReply))
+	}
+
+	if m, err := p.cfgAOF.Result(); err == nil && m["appendonly"] != "" {
+		f.aofKnown = true
+		f.AppendOnly = m["appendonly"] == "yes"
+		f.AppendFsync = m["appendfsync"]
+		f.rewrite = m["no-appendfsync-on-rewrite"]
+	} else if info, ierr := p.persistence.Result(); ierr == nil && infoField(info, "aof_enabled") != "" {
+		f.aofKnown = true
+		f.AppendOnly = infoField(info, "aof_enabled") == "1"
+		f.errs["persistence"] = fmt.Errorf("CONFIG GET: %w", cmp.Or(err, errEmptyReply))
+	} else {
+		f.errs["persistence"] = fmt.Errorf("CONFIG GET: %w; INFO persistence: %w", cmp.Or(err, errEmptyReply), cmp.Or(ierr, errEmptyReply))
+	}
+
+	f.eval = p.eval.Err()
+	if err := p.evalSha.Err(); err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// NOSCRIPT means EVALSHA runs; the script cache just lost it.
+		f.evalSha = err
+	}
+
+	f.first = clockSample{sent: p.sent, recv: p.recv}
+	f.first.node, f.first.err = p.time.Result()
+	f.timeOK = f.first.err == nil
+	if !f.timeOK {
+		f.errs["clock"] = fmt.Errorf("TIME: %w", f.first.err)
+	}
+	switch {
+	case !f.timeOK:
+		f.second = clockSample{err: f.first.err}
+	case second == nil:
+		f.second = clockSample{err: fmt.Errorf("%w (Check waited %v)", ErrNodeTimeout, wait)}
+	default:
+		f.second = *second
+	}
+	f.offsetFrom = f.first
+	if f.second.err == nil {
+		if local := f.second.mid().Sub(f.first.mid()); local > 0 {
+			f.ClockRate = float64(f.second.node.Sub(f.first.node)) / float64(local)
+		}
+		if f.second.rtt() < f.first.rtt() {
+			// The first round trip may include a dial.
+			f.offsetFrom = f.second
+		}
+	}
+	if f.timeOK {
+		f.ClockOffset = f.offsetFrom.node.Sub(f.offsetFrom.mid())
+	}
+	return f
+}
+
+// errEmptyReply stands in for a reply that came without an error but
+// without the value either.
+var errEmptyReply = errors.New("no value in the reply")
+
+// infoField returns the value of one "name:value" line of INFO.
+func infoField(info, name string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// parseVersion reads "major.minor.patch".
+func parseVersion(s string) ([3]int, bool) {
+	var v [3]int
+	parts := strings.SplitN(s, ".", 3)
+	if s == "" || len(parts) < 2 {
+		return v, false
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return v, false
+		}
+		v[i] = n
+	}
+	return v, true
+}
+
+// findings judges every node's facts, and sorts the findings.
+func (c *Client) findings(facts []nodeFacts) []Finding {
+	var out []Finding
+	add := func(sev Severity, check string, f *nodeFacts, msg, fix string) {
+		fd := Finding{Severity: sev, Check: check, Node: -1, Message: msg, Fix: fix}
+		if f != nil {
+			fd.Node, fd.Addr = f.Index, f.Addr
+		}
+		out = append(out, fd)
+	}
+	down := 0
+	for i := range facts {
+		if !facts[i].reached {
+			down++
+		}
+	}
+	maxTTL := c.maxTTL()
+	for i := range facts {
+		f := &facts[i]
+		if !f.reached {
+			left := fmt.Sprintf("%d more can fail before no lock can be taken", len(facts)-down-c.quorum)
+			if len(facts)-down < c.quorum {
+				left = fmt.Sprintf("fewer than the quorum of %d are up, so no lock can be taken", c.quorum)
+			}
+			add(SeverityCritical, "reachable", f, fmt.Sprintf("the node did not answer: %v; with %d of %d nodes down, %s",
+				f.Err, down, len(facts), left),
+				"bring the node back, or fix its address or credentials in its go-redis client")
+			continue
+		}
+		add(SeverityOK, "reachable", f, fmt.Sprintf("answered in %v", f.RTT.Round(10*time.Microsecond)), "")
+		c.checkRole(f, facts, add)
+		c.checkDistinct(f, facts, add)
+		checkMemory(f, add)
+		c.checkPersistence(f, maxTTL, add)
+		checkVersion(f, add)
+		checkScripting(f, add)
+		c.checkClock(f, add)
+		c.checkACL(f, add)
+	}
+	c.checkSpread(facts, add)
+	slices.SortStableFunc(out, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(b.Severity, a.Severity), cmp.Compare(a.Node, b.Node))
+	})
+	return out
+}
+
+type addFunc func(sev Severity, check string, f *nodeFacts, msg, fix string)
+
+func (c *Client) checkRole(f *nodeFacts, all []nodeFacts, add addFunc) {
+	switch f.Role {
+	case "master":
+		if f.readOnly == nil {
+			add(SeverityOK, "role", f, "master", "")
+		}
+	case "slave":
+		of := "master " + f.ReplicaOf
+		for _, o := range all {
+			if o.Index != f.Index && o.Addr == f.ReplicaOf {
+				of = fmt.Sprintf("node %d (%s)", o.Index, o.Addr)
+			}
+		}
+		add(SeverityCritical, "role", f, fmt.Sprintf("the node is a replica of %s: it refuses lock writes (READONLY), "+
+			"or, with replica-read-only no, keeps them only until its next sync, and its data is its master's, not its own", of),
+			"give Redlock independent masters: REPLICAOF NO ONE on this node, or replace it with a master that replicates from no other node")
+	case "sentinel":
+		add(SeverityCritical, "role", f, "the node is a Sentinel, not a data node",
+			"give Redlock the Redis masters themselves, not their Sentinels")
+	case "":
+		add(SeverityInfo, "role", f, fmt.Sprintf("could not read the role: %v", f.errs["role"]),
+			"make sure by hand that the node is a master (ROLE)")
+	default:
+		add(SeverityCritical, "role", f, fmt.Sprintf("unknown role %q", f.Role), "give Redlock independent masters")
+	}
+	if f.readOnly != nil && f.Role != "slave" {
+		add(SeverityCritical, "role", f, fmt.Sprintf("the node refused a command as read-only: %v", f.readOnly),
+			"give Redlock independent masters that accept writes")
+	}
+	if f.replicas > 0 {
+		add(SeverityInfo, "role", f, fmt.Sprintf("the master has %d replicas: replication is asynchronous, so a replica "+
+			"promoted in a failover may lack lock keys the master acknowledged", f.replicas),
+			"do not fail this node over, or keep a promoted replica out of the lock for the max TTL")
+	}
+	if f.failover != "" {
+		add(SeverityWarning, "role", f, fmt.Sprintf("the node is a %s client: its failover can promote a replica that lacks "+
+			"lock keys the old master acknowledged (replication is asynchronous)", f.failover),
+			"prefer standalone masters without automatic failover; otherwise keep a promoted replica out of the lock until the max TTL has passed")
+	}
+}
+
+func (c *Client) checkDistinct(f *nodeFacts, all []nodeFacts, add addFunc) {
+	if f.RunID == "" {
+		add(SeverityInfo, "distinct", f, fmt.Sprintf("could not read run_id (%v), so could not tell this node "+
+			"from the others' servers", f.errs["distinct"]),
+			"make sure by hand that every node is a different Redis server")
+		return
+	}
+	for _, o := range all[:f.Index] {
+		if o.RunID == f.RunID {
+			add(SeverityCritical, "distinct", f, fmt.Sprintf("node %d (%s) and node %d (%s) are one Redis server "+
+				"(run_id %s): a quorum of nodes is then fewer independent servers, and one crash, restart or pause "+
+				"of it costs both votes at once; two names of one host, or two DBs of one server, are still one node", o.Index, o.Addr, f.Index, f.Addr, short(f.RunID)),
+				fmt.Sprintf("give each node its own Redis server, on its own machine; drop node %d or point it at another server", f.Index))
+			return
+		}
+	}
+	add(SeverityOK, "distinct", f, fmt.Sprintf("run_id %s", short(f.RunID)), "")
+}
+
+func checkMemory(f *nodeFacts, add addFunc) {
+	const fix = "CONFIG SET maxmemory-policy noeviction (and CONFIG REWRITE, or set it in redis.conf): " +
+		"a full node then refuses writes, which costs a vote, not safety; or run without a limit (maxmemory 0)"
+	p := f.MaxmemoryPolicy
+	switch {
+	case p == "":
+		add(SeverityInfo, "maxmemory-policy", f, fmt.Sprintf("could not read maxmemory-policy: %v", f.errs["maxmemory-policy"]),
+			"make sure by hand that maxmemory-policy is noeviction")
+	case p == "noeviction":
+		add(SeverityOK, "maxmemory-policy", f, "noeviction", "")
+	case f.Maxmemory == 0:
+		add(SeverityInfo, "maxmemory-policy", f, fmt.Sprintf("maxmemory-policy %s evicts nothing while maxmemory is 0 "+
+			"(no limit), but would evict lock keys once a limit is set", p), fix)
+	case strings.HasPrefix(p, "allkeys-") || strings.HasPrefix(p, "volatile-"):
+		what := "evicts any key, lock keys included,"
+		if strings.HasPrefix(p, "volatile-") {
+			what = "evicts keys that have a TTL, and every lock key has one,"
+		}
+		used := ""
+		if f.usedMem > 0 {
+			used = fmt.Sprintf(" (%s used now)", bytesString(f.usedMem))
+		}
+		add(SeverityCritical, "maxmemory-policy", f, fmt.Sprintf("maxmemory-policy %s %s when memory reaches maxmemory %s%s: "+
+			"an evicted lock key is a node that forgot the lock", p, what, bytesString(f.Maxmemory), used), fix)
+	default:
+		add(SeverityWarning, "maxmemory-policy", f, fmt.Sprintf("unknown maxmemory-policy %s with maxmemory %s: it may evict lock keys",
+			p, bytesString(f.Maxmemory)), fix)
+	}
+}
+
+func bytesString(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fGB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+func (c *Client) checkPersistence(f *nodeFacts, maxTTL time.Duration, add addFunc) {
+	var problem string
+	switch {
+	case !f.aofKnown:
+		problem = fmt.Sprintf("could not read appendonly and appendfsync (%v)", f.errs["persistence"])
+	case !f.AppendOnly:
+		problem = "appendonly no: a crash or restart loses every lock key"
+	case f.AppendFsync == "":
+		problem = fmt.Sprintf("appendonly is on, but could not read appendfsync (%v)", f.errs["persistence"])
+	case f.AppendFsync != "always":
+		problem = fmt.Sprintf("appendfsync %s: a crash loses the lock keys written since the last fsync", f.AppendFsync)
+	case f.rewrite == "yes":
+		problem = "no-appendfsync-on-rewrite yes: a crash during an AOF rewrite loses the lock keys written since the last fsync"
+	}
+	switch {
+	case problem == "":
+		add(SeverityOK, "persistence", f, "appendonly yes, appendfsync always", "")
+	case c.cfg.guard && f.serverOK:
+		add(SeverityInfo, "persistence", f, problem+"; the node guard keeps a restarted node's votes out for the max TTL, "+
+			"as long as every Client runs it", "")
+	default:
+		guard := "turn on WithNodeGuard(true) in every Client, which keeps a restarted node's votes out for the max TTL"
+		if c.cfg.guard {
+			guard = "let the node guard read INFO server (it cannot watch this node now)"
+		}
+		add(SeverityWarning, "persistence", f, problem+"; a node that comes back at once without its keys can "+
+			"grant a lock again while its holder still counts on it",
+			fmt.Sprintf("CONFIG SET appendonly yes and CONFIG SET appendfsync always (then CONFIG REWRITE); or %s; "+
+				"or restart a crashed node only once the max TTL (%v) has passed", guard, maxTTL))
+	}
+}
+
+func checkVersion(f *nodeFacts, add addFunc) {
+	v, ok := parseVersion(f.Version)
+	switch {
+	case !ok:
+		add(SeverityInfo, "version", f, fmt.Sprintf("could not read the Redis version: %v", f.errs["version"]), "")
+	case slices.Compare(v[:], []int{2, 6, 12}) < 0:
+		add(SeverityCritical, "version", f, fmt.Sprintf("Redis %s is older than 2.6.12: every lock needs Lua scripting (2.6) "+
+			"and SET with PX and NX (2.6.12)", f.Version), "upgrade the node to Redis 7.0 or later")
+	case v[0] < 7:
+		add(SeverityInfo, "version", f, fmt.Sprintf("Redis %s refuses SET with both NX and GET (7.0): "+
+			"acquisitions after the first attempt run a script there instead, which works", f.Version),
+			"upgrade to Redis 7.0 or later to save the script")
+	default:
+		add(SeverityOK, "version", f, "Redis "+f.Version, "")
+	}
+}
+
+func checkScripting(f *nodeFacts, add addFunc) {
+	const fix = "allow EVAL and EVALSHA for the client's user (ACL SETUSER <user> +eval +evalsha), " +
+		"and do not rename or disable them: release and extend are scripts"
+	for _, e := range []struct {
+		name string
+		err  error
+	}{{"EVAL", f.eval}, {"EVALSHA", f.evalSha}} {
+		if e.err == nil {
+			continue
+		}
+		why := e.err.Error()
+		if redis.IsPermissionError(e.err) {
+			why = "the user may not run it (ACL): " + why
+		}
+		add(SeverityCritical, "scripting", f, fmt.Sprintf("%s failed: %s", e.name, why), fix)
+		return
+	}
+	add(SeverityOK, "scripting", f, "EVAL and EVALSHA work", "")
+}
+
+func (c *Client) checkClock(f *nodeFacts, add addFunc) {
+	if !f.timeOK {
+		add(SeverityInfo, "clock", f, fmt.Sprintf("could not read the node's clock: %v", f.errs["clock"]), "")
+		return
+	}
+	if f.second.err != nil {
+		add(SeverityOK, "clock", f, fmt.Sprintf("rate not measured: second sample: %v", f.second.err), "")
+		return
+	}
+	local := f.second.mid().Sub(f.first.mid())
+	dev := f.second.node.Sub(f.first.node) - local
+	// The node read each sample somewhere in its round trip.
+	uncert := f.first.rtt()/2 + f.second.rtt()/2 + 2*checkClockResolution
+	allowed := time.Duration(float64(local) * c.cfg.driftFactor)
+	pct := func(d time.Duration) float64 { return 100 * float64(d) / float64(local) }
+	if abs(dev) > uncert+allowed {
+		dir := "fast: it expires keys earlier than the drift allowance, subtracted from each validity, covers"
+		if dev < 0 {
+			dir = "slow: harmless for locks (keys outlive their validity), but a clock is off, ours or the node's"
+		}
+		add(SeverityWarning, "clock", f, fmt.Sprintf("the node's clock moved %v while ours moved %v, %.2f%% %s; "+
+			"the drift factor allows %.2f%% (the round trips account for %.2f%%)",
+			(local+dev).Round(time.Microsecond), local.Round(time.Microsecond), math.Abs(pct(dev)), dir,
+			100*c.cfg.driftFactor, pct(uncert)),
+			"synchronise the node's clock (NTP, slewing rather than stepping), or raise WithDriftFactor above the measured rate")
+		return
+	}
+	if uncert > allowed {
+		add(SeverityOK, "clock", f, fmt.Sprintf("rate within %.2f%% of ours: round trips too slow to measure it to the drift factor",
+			pct(uncert)), "")
+		return
+	}
+	add(SeverityOK, "clock", f, fmt.Sprintf("rate within %.2f%% of ours", pct(abs(dev)+uncert)), "")
+}
+
+func (c *Client) checkACL(f *nodeFacts, add addFunc) {
+	var denied []string
+	guardNeeds := false
+	for _, name := range f.denied {
+		if name == "EVAL" || name == "EVALSHA" {
+			continue // a scripting finding
+		}
+		denied = append(denied, name)
+		guardNeeds = guardNeeds || name == "INFO server" || name == "TIME"
+	}
+	if len(denied) == 0 {
+		return
+	}
+	sev, why := SeverityInfo, "only Check reads them"
+	if c.cfg.guard && guardNeeds {
+		sev, why = SeverityWarning, "the node guard needs INFO server and TIME, and cannot watch this node without them"
+	}
+	add(sev, "acl", f, fmt.Sprintf("the user may not run %s (NOPERM): %s", strings.Join(denied, ", "), why),
+		"grant them to the client's user (ACL SETUSER <user> +role +info +config|get +time), or check those settings by hand")
+}
+
+// checkSpread compares the nodes' clocks with one another.
+func (c *Client) checkSpread(facts []nodeFacts, add addFunc) {
+	var lo, hi *nodeFacts
+	measured := 0
+	for i := range facts {
+		f := &facts[i]
+		if !f.reached || !f.timeOK {
+			continue
+		}
+		measured++
+		if lo == nil || f.ClockOffset < lo.ClockOffset {
+			lo = f
+		}
+		if hi == nil || f.ClockOffset > hi.ClockOffset {
+			hi = f
+		}
+	}
+	if measured < 2 {
+		return
+	}
+	spread := hi.ClockOffset - lo.ClockOffset
+	if spread-hi.offsetFrom.rtt()/2-lo.offsetFrom.rtt()/2 > checkClockSpread {
+		add(SeverityWarning, "clock", nil, fmt.Sprintf("the nodes' clocks are %v apart (node %d ahead, node %d behind): "+
+			"clocks that far apart are not synchronised, and a clock that is stepped into line later jumps, which "+
+			"expires keys early; the drift factor (%.2f%%) covers clocks that run at slightly different rates, not jumps",
+			spread.Round(time.Millisecond), hi.Index, lo.Index, 100*c.cfg.driftFactor),
+			"run NTP (chrony or ntpd) on every node, slewing rather than stepping, or turn on WithNodeGuard(true) to catch jumps")
+		return
+	}
+	add(SeverityOK, "clock", nil, fmt.Sprintf("the nodes' clocks are within %v of one another", spread.Round(time.Millisecond)), "")
+}

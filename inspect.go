@@ -1,0 +1,390 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Holding is what Inspect found about one lock key: each node's view, and
+// the verdict of the quorum. It is a snapshot: the key may have changed
+// hands by the time it is read.
+type Holding struct {
+	// Key is the lock key, as given to Inspect, without the key prefix.
+	Key string
+	// Quorum is the number of nodes that must hold one token for the lock
+	// to be held: N/2+1.
+	Quorum int
+	// Nodes holds what each node reported, in the order given to New.
+	Nodes []NodeHolding
+	// Held reports whether a quorum of nodes hold the key for one holder:
+	// the same value at a plain key, or the same owner at an owner lock.
+	Held bool
+	// Token is the token a quorum holds, as Lock.Token returns it: the
+	// whole plain string, label included; "" when Held is false. For an
+	// owner lock held more than once it is the first of Tokens.
+	Token string
+	// Tokens holds, sorted, every token that a quorum of nodes hold: one
+	// for a plain key, one per hold of an owner lock; nil when Held is
+	// false.
+	Tokens []string
+	// Label is the label stored with Token (see WithLabel); "" when there
+	// is none, or when the value was not written by this library.
+	Label string
+	// Owner is the owner id when the quorum's lock is an owner lock (see
+	// WithOwner); Count is its hold count on a quorum: the quorum-th
+	// largest of the counts of the nodes that hold it. Count is 1 for a
+	// plain key, and 0 when Held is false.
+	Owner string
+	Count int64
+	// Remaining is how long a quorum is still guaranteed to hold the key:
+	// the quorum-th longest PTTL among the nodes that hold it, less the
+	// clock-drift allowance for that PTTL (drift factor × PTTL + 2 ms) and
+	// the time Inspect took. Zero when Held is false, or NoExpiry is set;
+	// negative never.
+	Remaining time.Duration
+	// NoExpiry reports that a quorum holds the key without an expiry: a
+	// key no lock of this library writes (they all expire), set by hand
+	// or by another program. It stays held until someone deletes it.
+	NoExpiry bool
+}
+
+// NodeHolding is what one node reported about a lock key.
+type NodeHolding struct {
+	// Index is the node's position in the slice given to New.
+	Index int
+	// Addr is the node's address.
+	Addr string
+	// Held reports whether the node holds the key: a plain string, or an
+	// owner lock with at least one hold.
+	Held bool
+	// Layout is how the key is kept on the node: "plain" (a string, as
+	// Lock, TryLock, LockMulti and redsync keep it: each key of a
+	// LockMulti holds the lock's value, so any one of them reads as the
+	// lock), "owner" (the hash of an owner lock), "foreign" (a list, a
+	// set, a hash not laid out as an owner lock, or any other type no lock
+	// of this library uses), or "" when the key is free.
+	Layout string
+	// Value is the raw string stored at a plain key; "" for the other
+	// layouts.
+	Value string
+	// Token is the token the node holds: Value at a plain key, the first
+	// of Tokens at an owner lock. Tokens holds, sorted, every token the
+	// node holds: Value at a plain key, one per hold of an owner lock.
+	Token  string
+	Tokens []string
+	// Label, Owner and Count describe the holder, as in Holding; Count is
+	// the node's own hold count (1 at a plain key).
+	Label string
+	Owner string
+	Count int64
+	// PTTL is the key's remaining time to live on the node; -1 (one
+	// nanosecond below zero, as go-redis reports it) for a key without
+	// expiry, and 0 for a free key.
+	PTTL time.Duration
+	// Err is why the node could not answer, as a *NodeError: a network or
+	// Redis error, or ErrNodeTimeout. The other fields but Index and Addr
+	// are then zero. A key of a foreign type is not an error.
+	Err error
+}
+
+// Layouts of a lock key on one node, as NodeHolding.Layout names them.
+const (
+	layoutFree    = ""
+	layoutPlain   = "plain"
+	layoutOwner   = "owner"
+	layoutForeign = "foreign"
+)
+
+// Inspect reads what every node holds for key, without changing anything,
+// and says whether a quorum holds it, for whom, and for how much longer. It
+// reads plain keys (of Lock, TryLock, LockMulti, and of redsync or any other
+// client that stores a plain string), owner locks, and tells a key of any
+// other type apart as "foreign". The key is validated as TryLock does, and
+// the Client's key prefix applies.
+//
+// Each node is read in one MULTI transaction (TYPE, PTTL, GET, HGETALL), so
+// that what it reports is one instant of that node; a foreign string or
+// hash is read whole. All nodes are read at once, and each is given the
+// node timeout or, if longer, the TTL up to one second, as Unlock's
+// releases are.
+//
+// The error is only for a bad key (it wraps ErrInvalidOption), a closed
+// Client (ErrClosed), or a ctx that ended first (ctx.Err(); no Holding is
+// returned then). A node that cannot answer in time is reported in its
+// NodeHolding's Err, and the verdict is reached without it.
+func (c *Client) Inspect(ctx context.Context, key string) (*Holding, error) {
+	if key == "" {
+		return nil, fmt.Errorf("%w: key must not be empty", ErrInvalidOption)
+	}
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	defer c.leave()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	start := c.now()
+	nodes, err := c.readHoldings(ctx, c.cfg.keyPrefix+key, c.cfg.releaseTimeout())
+	if err != nil {
+		return nil, err
+	}
+	h := &Holding{Key: key, Quorum: c.quorum, Nodes: nodes}
+	h.decide(c.cfg.driftFactor, c.now().Sub(start))
+	return h, nil
+}
+
+// readHoldings reads rkey on every node at once, and waits for them up to
+// timeout. go-redis ignores ctx deadlines on socket reads unless the client
+// was built with ContextTimeoutEnabled, so the timeout is enforced here: a
+// node that has not answered by then is reported with ErrNodeTimeout, and
+// its read, owned by the Client's wait group, ends when go-redis gives up.
+// It returns ctx.Err() when ctx ends first.
+func (c *Client) readHoldings(ctx context.Context, rkey string, timeout time.Duration) ([]NodeHolding, error) {
+	out := make([]NodeHolding, len(c.nodes))
+	got := make([]bool, len(c.nodes))
+	// Buffered to N: a read that answers after the timeout never blocks.
+	ch := make(chan NodeHolding, len(c.nodes))
+	for _, n := range c.nodes {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			ch <- readHolding(rctx, n, rkey)
+		}()
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+gather:
+	for range c.nodes {
+		select {
+		case nh := <-ch:
+			out[nh.Index], got[nh.Index] = nh, true
+		case <-timer.C:
+			break gather
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	// A node's read may have failed because ctx ended: say so, rather
+	// than blame the node.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i, n := range c.nodes {
+		if !got[i] {
+			out[i] = NodeHolding{Index: i, Addr: n.addr, Err: &NodeError{Index: i, Addr: n.addr, Err: ErrNodeTimeout}}
+		}
+	}
+	return out, nil
+}
+
+// readHolding reads rkey on one node, in one transaction.
+func readHolding(ctx context.Context, n *node, rkey string) NodeHolding {
+	nh := NodeHolding{Index: n.index, Addr: n.addr}
+	var (
+		typ  *redis.StatusCmd
+		pttl *redis.DurationCmd
+		get  *redis.StringCmd
+		hash *redis.MapStringStringCmd
+	)
+	// The error of Exec is the first command's error, and GET or HGETALL
+	// always fails on a key of the other type: each command's own error
+	// is read instead.
+	_, _ = n.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		typ = p.Type(ctx, rkey)
+		pttl = p.PTTL(ctx, rkey)
+		get = p.Get(ctx, rkey)
+		hash = p.HGetAll(ctx, rkey)
+		return nil
+	})
+	fail := func(err error) NodeHolding {
+		return NodeHolding{Index: n.index, Addr: n.addr, Err: &NodeError{Index: n.index, Addr: n.addr, Err: nodeErr(err)}}
+	}
+	if err := typ.Err(); err != nil {
+		return fail(err)
+	}
+	if err := pttl.Err(); err != nil {
+		return fail(err)
+	}
+	switch typ.Val() {
+	case "none":
+		return nh
+	case "string":
+		v, err := get.Result()
+		if err != nil {
+			return fail(err)
+		}
+		nh.Layout, nh.Held, nh.Value = layoutPlain, true, v
+		nh.Token, nh.Tokens, nh.Label, nh.Count = v, []string{v}, labelOf(v), 1
+	case "hash":
+		fields, err := hash.Result()
+		if err != nil {
+			return fail(err)
+		}
+		owner, tokens, ok := ownerLayout(fields)
+		if !ok {
+			nh.Layout = layoutForeign
+			break
+		}
+		nh.Layout, nh.Owner, nh.Tokens, nh.Count = layoutOwner, owner, tokens, int64(len(tokens))
+		if len(tokens) > 0 {
+			nh.Held, nh.Token, nh.Label = true, tokens[0], labelOf(tokens[0])
+		}
+	default:
+		nh.Layout = layoutForeign
+	}
+	nh.PTTL = pttl.Val()
+	return nh
+}
+
+// ownerLayout reads the fields of a hash as an owner lock: a field "owner",
+// and a field "t:<token>" per hold (see holds.lua). It returns the owner
+// and the tokens, sorted, or ok false when the hash is laid out otherwise.
+func ownerLayout(fields map[string]string) (owner string, tokens []string, ok bool) {
+	owner, ok = fields["owner"]
+	if !ok {
+		return "", nil, false
+	}
+	for f := range fields {
+		if f == "owner" {
+			continue
+		}
+		tk, isToken := strings.CutPrefix(f, "t:")
+		if !isToken {
+			return "", nil, false
+		}
+		tokens = append(tokens, tk)
+	}
+	slices.Sort(tokens)
+	return owner, tokens, true
+}
+
+// labelOf returns the label of a value this library wrote: what follows
+// labelSep after a UUID and an optional attempt number. A value of another
+// client, or without a label, has none.
+func labelOf(v string) string {
+	name, label, found := strings.Cut(v, labelSep)
+	if !found || !isAttemptName(name) {
+		return ""
+	}
+	return label
+}
+
+// isAttemptName reports whether s is an attempt's name, as attemptToken
+// writes it: a UUID in its canonical form, then ".n" for attempt n > 0.
+func isAttemptName(s string) bool {
+	const uuidLen = 36
+	if len(s) < uuidLen {
+		return false
+	}
+	for i := range uuidLen {
+		switch c := s[i]; {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f':
+		default:
+			return false
+		}
+	}
+	rest := s[uuidLen:]
+	if rest == "" {
+		return true
+	}
+	n, ok := strings.CutPrefix(rest, ".")
+	if !ok || n == "" || n[0] == '0' {
+		return false
+	}
+	for i := range len(n) {
+		if n[i] < '0' || n[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// forever stands for the PTTL of a key without expiry.
+const forever = time.Duration(math.MaxInt64)
+
+// decide reaches the verdict on the nodes' holdings: whether one holder (a
+// plain value, or an owner) has a quorum, and for how long. took is how
+// long Inspect took so far.
+func (h *Holding) decide(driftFactor float64, took time.Duration) {
+	// A plain value and an owner never name the same holder: the key of
+	// each group says which it is.
+	groups := make(map[string][]*NodeHolding, len(h.Nodes))
+	for i := range h.Nodes {
+		nh := &h.Nodes[i]
+		switch {
+		case !nh.Held:
+		case nh.Layout == layoutPlain:
+			groups["v:"+nh.Value] = append(groups["v:"+nh.Value], nh)
+		case nh.Layout == layoutOwner:
+			groups["o:"+nh.Owner] = append(groups["o:"+nh.Owner], nh)
+		}
+	}
+	var holders []*NodeHolding
+	for _, g := range groups {
+		// A quorum is a majority: at most one holder has one.
+		if len(g) >= h.Quorum {
+			holders = g
+		}
+	}
+	if holders == nil {
+		return
+	}
+	h.Held = true
+	first := holders[0]
+	if first.Layout == layoutPlain {
+		h.Token, h.Tokens, h.Label, h.Count = first.Value, []string{first.Value}, first.Label, 1
+	} else {
+		h.Owner = first.Owner
+		counts := make([]int64, len(holders))
+		seen := make(map[string]int)
+		for i, nh := range holders {
+			counts[i] = nh.Count
+			for _, tk := range nh.Tokens {
+				seen[tk]++
+			}
+		}
+		slices.Sort(counts)
+		h.Count = counts[len(counts)-h.Quorum]
+		for tk, k := range seen {
+			if k >= h.Quorum {
+				h.Tokens = append(h.Tokens, tk)
+			}
+		}
+		slices.Sort(h.Tokens)
+		if len(h.Tokens) > 0 {
+			h.Token, h.Label = h.Tokens[0], labelOf(h.Tokens[0])
+		}
+	}
+
+	// The quorum-th longest PTTL: that many nodes hold the key at least
+	// that long. A key without expiry lasts longer than any other.
+	pttls := make([]time.Duration, len(holders))
+	for i, nh := range holders {
+		pttls[i] = nh.PTTL
+		if nh.PTTL < 0 {
+			pttls[i] = forever
+		}
+	}
+	slices.Sort(pttls)
+	p := pttls[len(pttls)-h.Quorum]
+	if p == forever {
+		h.NoExpiry = true
+		return
+	}
+	// Each node counts its PTTL on its own clock, which may run fast: the
+	// same allowance as a lock's validity. The PTTLs were read at some
+	// instant of the call, so all of its time is taken off.
+	h.Remaining = max(validity(p, took, clockDrift(p, driftFactor)), 0)
+}

@@ -1,0 +1,102 @@
+package redlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// nameWrongTypes finds, among the nodes of a failed acquisition's last
+// attempt that said no, were not waited for, or failed with WRONGTYPE,
+// those where a lock key
+// holds a value of a type no lock uses, and gives their votes ErrWrongType:
+// a foreign value is named as such, not shown as taken. A plain SET NX
+// cannot tell a foreign list from a held lock, so the nodes that said no
+// are asked for their keys' types, once, when the call gives up: never on
+// the path of an attempt. The probe is bounded by the node timeout; the
+// caller's ctx, which may be what ended the call, does not stop it.
+func (a *acquisition) nameWrongTypes(st *Stats) {
+	c := a.c
+	ask := make([]bool, len(c.nodes))
+	asked := false
+	for i := range st.Nodes {
+		v := &st.Nodes[i]
+		switch {
+		case v.Vote == VoteFailed && v.Err != nil && redis.HasErrorPrefix(v.Err, "WRONGTYPE"):
+			v.Vote, v.Err = VoteNo, ErrWrongType
+			st.Failed--
+			st.No++
+		case (v.Vote == VoteNo && v.Err == nil) || v.Vote == VoteNotWaited:
+			ask[i], asked = true, true
+		}
+	}
+	if !asked {
+		return
+	}
+	o := c.fanout(context.Background(), &spec{
+		op:      "type",
+		timeout: a.cfg.nodeTimeout,
+		waitAll: true,
+		skip: func(i int) error {
+			if !ask[i] {
+				return errNotAsked
+			}
+			return nil
+		},
+		start: func(_ context.Context, lg *leg) {
+			lg.n.pipe.submit(&typeJob{leg: *lg, keys: a.t.rkeys})
+		},
+	})
+	o.finish(nil)
+	for i, got := range o.got {
+		if !got || o.vals[i] <= 0 {
+			continue
+		}
+		v := &st.Nodes[i]
+		if v.Vote == VoteNotWaited {
+			// Its answer, had it been waited for, was a no.
+			st.NotWaited--
+			st.No++
+		}
+		v.Vote, v.Err = VoteNo, ErrWrongType
+	}
+}
+
+// typeJob reads the types of a lock's keys on one node, and delivers 1 when
+// one of them holds a type no lock uses, else 0.
+type typeJob struct {
+	leg
+	keys []string
+	cmds []*redis.StatusCmd
+}
+
+func (j *typeJob) deadline() time.Time { return j.end }
+func (j *typeJob) fail(err error)      { j.leg.deliver(0, err) }
+
+func (j *typeJob) commands(cmds []redis.Cmder) []redis.Cmder {
+	j.cmds = j.cmds[:0]
+	for _, k := range j.keys {
+		cmd := redis.NewStatusCmd(context.Background(), "type", k)
+		j.cmds = append(j.cmds, cmd)
+		cmds = append(cmds, cmd)
+	}
+	return cmds
+}
+
+func (j *typeJob) done(time.Time, time.Time) bool {
+	for _, cmd := range j.cmds {
+		switch typ, err := cmd.Result(); {
+		case err != nil:
+			j.leg.deliver(0, err)
+			return false
+		case typ != "none" && typ != "string" && typ != "hash":
+			// A string is a plain lock, a hash an owner lock: anything
+			// else is not ours.
+			j.leg.deliver(1, nil)
+			return false
+		}
+	}
+	j.leg.deliver(0, nil)
+	return false
+}
