@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -230,4 +231,69 @@ func (h *holder) release(t *testing.T) int {
 	t.Helper()
 	require.NoError(t, os.WriteFile(h.stop, nil, 0o644))
 	return h.p.wait(t, 10*time.Second)
+}
+
+// locker is a redlock lock without a command: it holds the lock until it
+// gets a signal.
+type locker struct {
+	p    *proc
+	vars map[string]string // what it printed: REDLOCK_KEY, REDLOCK_TOKEN...
+}
+
+// startLock starts redlock lock on key without a command and waits until it
+// has printed the lock.
+func startLock(t *testing.T, nodes, key string, extra ...string) *locker {
+	t.Helper()
+	args := append([]string{"lock", "--nodes", nodes, "--key", key}, extra...)
+	p := startRedlock(t, nil, args...)
+	l := &locker{p: p}
+	eventually(t, 10*time.Second, "lock acquired "+key, func() bool {
+		select {
+		case <-p.done:
+			t.Fatalf("lock exited early with %d; stderr:\n%s", p.cmd.ProcessState.ExitCode(), p.errText())
+		default:
+		}
+		out := p.outText()
+		if !strings.HasSuffix(out, "\n") || !strings.Contains(out, "REDLOCK_TOKEN=") {
+			return false
+		}
+		l.vars = parseShellVars(t, out)
+		return true
+	})
+	return l
+}
+
+// token is the token the locker printed.
+func (l *locker) token() string { return l.vars["REDLOCK_TOKEN"] }
+
+// stop sends sig and returns the exit status.
+func (l *locker) stop(t *testing.T, sig os.Signal) int {
+	t.Helper()
+	l.p.signal(t, sig)
+	return l.p.wait(t, 10*time.Second)
+}
+
+// parseShellVars parses the NAME=value lines that lock prints, undoing
+// shellQuote.
+func parseShellVars(t *testing.T, out string) map[string]string {
+	t.Helper()
+	vars := map[string]string{}
+	for line := range strings.Lines(out) {
+		name, v, ok := strings.Cut(strings.TrimSuffix(line, "\n"), "=")
+		require.True(t, ok, "line %q: want NAME=value", line)
+		if strings.HasPrefix(v, "'") {
+			require.True(t, strings.HasSuffix(v, "'") && len(v) >= 2, "line %q: unterminated quote", line)
+			v = strings.ReplaceAll(v[1:len(v)-1], `'\''`, "'")
+		}
+		vars[name] = v
+	}
+	return vars
+}
+
+// label is the label redlock gives a lock by default: host:pid.
+func label(t *testing.T, pid int) string {
+	t.Helper()
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	return host + ":" + strconv.Itoa(pid)
 }

@@ -7,8 +7,13 @@
 // The commands are:
 //
 //	run     run a command while holding a lock: a distributed flock(1)
+//	lock    hold a lock until SIGINT or SIGTERM, as etcdctl lock does, or
+//	        run a command under it, as run does
 //	status  show, for each node, whether a key is held, by which token,
-//	        and its remaining TTL
+//	        label and owner, its layout and remaining TTL, and whether a
+//	        quorum holds it
+//	check   check the nodes against the algorithm's assumptions: independent
+//	        reachable masters, eviction, persistence, clocks
 //	demo    start 5 in-process Redis nodes, make several clients contend for
 //	        one lock while two of the nodes are killed, and check from the
 //	        recorded history that no two holders ever overlapped
@@ -18,35 +23,50 @@
 // Run "redlock help <command>" for a command's flags. Flags take one dash
 // or two: -key and --key are the same.
 //
-// Nodes are given as redis://, rediss:// (TLS) or unix:// URLs, with an
-// optional password and database, in --nodes or in REDLOCK_NODES. For
+// Nodes are given as host:port, or as redis://, rediss:// (TLS) or unix://
+// URLs with an optional password and database, in --nodes or in
+// REDLOCK_NODES. Redlock wants at least 3 independent masters, usually 5;
+// with fewer, run and lock warn on stderr and check reports it. For
 // example, to run a backup on one machine of many at a time:
 //
-//	export REDLOCK_NODES=redis://r1:6379,redis://r2:6379,redis://r3:6379,redis://r4:6379,redis://r5:6379
-//	redlock run --key nightly-backup --ttl 30s --wait 2m -- ./backup.sh
+//	export REDLOCK_NODES=r1:6379,r2:6379,r3:6379,r4:6379,r5:6379
+//	redlock run --key nightly-backup --ttl 30s -w 2m -- ./backup.sh
 //	redlock status --key nightly-backup
 //
-// The command that run runs finds the key in REDLOCK_KEY and the
-// acquisition's token in REDLOCK_TOKEN.
+// Run speaks flock(1)'s flags where they fit: -w/--timeout (seconds or a
+// duration; 0 tries once), -n/--nonblock, -E/--conflict-exit-code, -c
+// and -x. The command that run runs finds the key in REDLOCK_KEY, the
+// acquisition's token in REDLOCK_TOKEN, and with --fencing the fencing
+// token in REDLOCK_FENCE. --owner takes a reentrant lock for an owner id,
+// and --label describes the holder for status (host:pid by default).
 //
 // The exit status is 0 on success, 1 when the command ran and failed (for
 // demo: an overlap, or no acquisition at all), and 2 on a usage error, such
-// as an unknown command, a bad flag or a bad node URL.
+// as an unknown command, a bad flag or a bad node URL. Everywhere, 69
+// (EX_UNAVAILABLE) means that too few nodes answered for a quorum: an
+// outage, not a lock held elsewhere.
 //
-// The exit status of run is the command's, or 128+N when signal N killed
-// the command. Its own statuses are:
+// The exit status of run, and of lock with a command, is the command's, or
+// 128+N when signal N killed the command. Their own statuses are:
 //
-//	2      bad usage: a bad flag or node URL, no key, no command
-//	75     the lock was not acquired: held elsewhere (--no-wait, or --wait ran
-//	       out), or a quorum of nodes did not answer (EX_TEMPFAIL)
+//	2      bad usage: a bad flag or node URL, no key, no command (run)
+//	69     too few nodes answered for a quorum (EX_UNAVAILABLE)
+//	75     the lock is held elsewhere: --no-wait, or --wait ran out
+//	       (EX_TEMPFAIL); --conflict-exit-code changes it
 //	76     the lock was lost while the command ran; the command was sent
 //	       SIGTERM, then SIGKILL after --grace
 //	126    the command could not be started
 //	127    the command was not found
 //	128+N  signal N ended the wait for the lock
 //
-// Whenever the status is run's own rather than the command's, run says why
-// on stderr.
+// Lock without a command exits 0 once a signal has ended the hold and the
+// lock is released, and 76 when the lock was lost. Status exits 0, or 69
+// when fewer than a quorum of nodes answered. Check exits 0 when nothing
+// is worse than info, 1 on warnings, 3 on critical findings, and 69 when
+// fewer than a quorum of nodes could be checked.
+//
+// Whenever the status is redlock's own rather than the command's, redlock
+// says why on stderr.
 package main
 
 import (
@@ -70,6 +90,16 @@ const (
 	exitCannotRun   = 126
 	exitNotFound    = 127
 	exitSignalBase  = 128
+
+	// exitUnavailable is EX_UNAVAILABLE from sysexits.h: too few nodes
+	// answered for a quorum. Any command that talks to the nodes may exit
+	// with it. A cron job must not read an outage as "held elsewhere".
+	exitUnavailable = 69
+
+	// The statuses of check that are not 0 or 69. Critical is 3, not 2,
+	// which is a usage error everywhere.
+	exitCheckWarning  = 1
+	exitCheckCritical = 3
 )
 
 // command is one subcommand of the CLI.
@@ -94,10 +124,22 @@ func commands() []command {
 			help:    runHelp,
 		},
 		{
+			name:    "lock",
+			summary: "hold a lock until SIGINT or SIGTERM, or run a command under it",
+			run:     lockCommand,
+			help:    lockHelp,
+		},
+		{
 			name:    "status",
-			summary: "show, for each node, whether a key is held, by which token, and its TTL",
+			summary: "show, for each node, whether a key is held, by whom, and its TTL",
 			run:     statusCommand,
 			help:    statusHelp,
+		},
+		{
+			name:    "check",
+			summary: "check the nodes against what the algorithm assumes of them",
+			run:     checkCommand,
+			help:    checkHelp,
 		},
 		{
 			name:    "demo",
@@ -131,7 +173,8 @@ func lookup(name string) (command, bool) {
 
 func main() {
 	// Each command handles signals its own way: run passes them on to its
-	// command, demo stops early and still prints its summary.
+	// command, lock without a command releases its lock, demo stops early
+	// and still prints its summary.
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -17,17 +17,38 @@ const envNodes = "REDLOCK_NODES"
 
 // nodesHelp describes the node URLs, for the help of the commands that take
 // them.
-const nodesHelp = `Nodes are independent Redis masters, usually 5, given as a comma-separated
-list of URLs in --nodes or, when --nodes is not given, in REDLOCK_NODES:
+const nodesHelp = `Nodes are independent Redis masters, usually 5 and at least 3, given as a
+comma-separated list in --nodes or, when --nodes is not given, in
+REDLOCK_NODES. Each is a URL, a bare address or a socket path:
 
   redis://[user:password@]host[:port][/db][?option=value...]
   rediss://...    the same over TLS
   unix://[user:password@]/path/to/redis.sock[?db=N...]
+  host[:port]     the same as redis://host[:port]; the port defaults to 6379
+  /path/to/redis.sock   the same as unix:///path/to/redis.sock
 
 The options are go-redis's (dial_timeout=3s, skip_verify=true, ...). Prefer
 REDLOCK_NODES to --nodes for URLs with a password: other users of the machine
-can read a process's arguments.
+can read a process's arguments. With fewer than 3 nodes the lock survives no
+node failure: run and lock warn so on stderr, and check reports it.
 `
+
+// minNodes is the smallest number of nodes that tolerates the failure of
+// one: with 1 or 2, the quorum is every node.
+const minNodes = 3
+
+// fewNodesWarning is the warning for fewer than minNodes nodes, or "".
+func fewNodesWarning(n int) string {
+	if n >= minNodes {
+		return ""
+	}
+	s := "s"
+	if n == 1 {
+		s = ""
+	}
+	return fmt.Sprintf("warning: %d node%s: the lock survives no node failure, and without persistence a restart forgets it; "+
+		"Redlock wants independent masters, at least %d (5 is usual)", n, s, minNodes)
+}
 
 // nodeSpec is one node given on the command line.
 type nodeSpec struct {
@@ -44,7 +65,7 @@ func parseNodes(list string) ([]nodeSpec, error) {
 		list, from = os.Getenv(envNodes), envNodes
 	}
 	if strings.TrimSpace(list) == "" {
-		return nil, fmt.Errorf("no nodes: give --nodes redis://host:port,... or set %s", envNodes)
+		return nil, fmt.Errorf("no nodes: give --nodes host:port,... (or redis:// URLs), or set %s", envNodes)
 	}
 	var specs []nodeSpec
 	for i, raw := range strings.Split(list, ",") {
@@ -53,10 +74,7 @@ func parseNodes(list string) ([]nodeSpec, error) {
 			return nil, fmt.Errorf("%s: URL %d is empty (a stray comma?)", from, i+1)
 		}
 		shown := maskPassword(raw)
-		if !strings.Contains(raw, "://") {
-			return nil, fmt.Errorf("%s: bad node URL %q: want redis://host:port, rediss://host:port or unix:///path", from, shown)
-		}
-		opts, err := redis.ParseURL(raw)
+		opts, err := redis.ParseURL(nodeURL(raw))
 		if err != nil {
 			// url.Error quotes the whole URL, password included.
 			if ue := (*url.Error)(nil); errors.As(err, &ue) {
@@ -69,13 +87,29 @@ func parseNodes(list string) ([]nodeSpec, error) {
 	return specs, nil
 }
 
+// nodeURL turns a bare address into a redis:// URL, and a bare socket path
+// into a unix:// one. A URL is returned as it is.
+func nodeURL(raw string) string {
+	switch {
+	case strings.Contains(raw, "://"):
+		return raw
+	case strings.HasPrefix(raw, "/"):
+		return "unix://" + raw
+	}
+	return "redis://" + raw
+}
+
 // maskPassword replaces the password in a URL, if it has one, with "xxxxx".
 // It works on text that url.Parse rejects too, so that an error message
 // never shows a password.
 func maskPassword(raw string) string {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return raw
+		// A bare address: user:password@host:port.
+		if strings.HasPrefix(raw, "/") {
+			return raw
+		}
+		return strings.TrimPrefix(maskPassword("redis://"+raw), "redis://")
 	}
 	at := strings.LastIndex(rest, "@")
 	if at < 0 {

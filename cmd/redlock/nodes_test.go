@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -42,6 +43,66 @@ func TestParseNodes(t *testing.T) {
 	require.Equal(t, "from-flag:7000", specs[0].opts.Addr, "--nodes must win over %s", envNodes)
 }
 
+// Bare addresses and socket paths are redis:// and unix:// URLs.
+func TestParseNodesBare(t *testing.T) {
+	t.Setenv(envNodes, "")
+	specs, err := parseNodes("a, b:7000, u:pw@c:7001/2, [::1]:7002, /tmp/r.sock, redis://d:7003")
+	require.NoError(t, err)
+	want := []struct {
+		network, addr, password string
+		db                      int
+	}{
+		{"tcp", "a:6379", "", 0},
+		{"tcp", "b:7000", "", 0},
+		{"tcp", "c:7001", "pw", 2},
+		{"tcp", "[::1]:7002", "", 0},
+		{"unix", "/tmp/r.sock", "", 0},
+		{"tcp", "d:7003", "", 0},
+	}
+	require.Len(t, specs, len(want))
+	for i, w := range want {
+		o := specs[i].opts
+		got := []any{o.Network, o.Addr, o.Password, o.DB}
+		require.Equal(t, []any{w.network, w.addr, w.password, w.db}, got, "node %d: got %v, want %+v", i, got, w)
+	}
+	require.Equal(t, "u:xxxxx@c:7001/2", specs[2].url, "the shown node must not carry the password")
+
+	t.Setenv(envNodes, "e:7004,f")
+	specs, err = parseNodes("")
+	require.NoError(t, err)
+	require.Equal(t, "e:7004", specs[0].opts.Addr)
+	require.Equal(t, "f:6379", specs[1].opts.Addr)
+}
+
+func TestFewNodesWarning(t *testing.T) {
+	for n, want := range map[int]string{1: "warning: 1 node: the lock survives no node failure", 2: "warning: 2 nodes: ", 3: "", 5: ""} {
+		got := fewNodesWarning(n)
+		if want == "" {
+			require.Empty(t, got, "%d nodes: got %q, want no warning", n, got)
+			continue
+		}
+		require.True(t, strings.HasPrefix(got, want), "%d nodes: got %q, want it to start with %q", n, got, want)
+	}
+}
+
+func TestParseSeconds(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"0": 0, "5": 5 * time.Second, "0.5": 500 * time.Millisecond, " 2 ": 2 * time.Second,
+		"90s": 90 * time.Second, "2m": 2 * time.Minute, "0s": 0, "1.5h": 90 * time.Minute,
+	} {
+		got, err := parseSeconds(in)
+		require.NoError(t, err, "%q", in)
+		require.Equal(t, want, got, "parseSeconds(%q): got %v, want %v", in, got, want)
+	}
+	for in, want := range map[string]string{
+		"-1": "must not be negative", "-1s": "must not be negative", "soon": "want seconds",
+		"": "want seconds", "inf": "out of range", "NaN": "out of range", "1e300": "out of range",
+	} {
+		_, err := parseSeconds(in)
+		require.ErrorContains(t, err, want, "parseSeconds(%q)", in)
+	}
+}
+
 func TestCLIOptions(t *testing.T) {
 	t.Setenv(envNodes, "")
 	specs, err := parseNodes("redis://a,redis://b?max_retries=2&client_name=mine")
@@ -63,7 +124,9 @@ func TestMaskPassword(t *testing.T) {
 		"redis://h:6379":              "redis://h:6379",
 		"redis://u:p@ss@h":            "redis://u:xxxxx@h",
 		"redis://u:bad pass%zz@h:bad": "redis://u:xxxxx@h:bad",
-		"u:p@h":                       "u:p@h",
+		"u:p@h":                       "u:xxxxx@h",
+		"h:6379":                      "h:6379",
+		"/tmp/redis.sock":             "/tmp/redis.sock",
 	} {
 		got := maskPassword(in)
 		require.Equal(t, want, got, "maskPassword(%q): got %q, want %q", in, got, want)
@@ -82,14 +145,21 @@ func TestRunCommandUsageErrors(t *testing.T) {
 	}{
 		{"no nodes", []string{"--key", "k", "true"}, []string{"no nodes: give --nodes", envNodes}, ""},
 		{"scheme", []string{"--nodes", ok + ",http://h:1", "--key", "k", "true"}, []string{`bad node URL "http://h:1": redis: invalid URL scheme: http`}, ""},
-		{"no scheme", []string{"--nodes", "h:6379", "--key", "k", "true"}, []string{`bad node URL "h:6379": want redis://host:port`}, ""},
+		{"bare address", []string{"--nodes", "u:hunter2@h:port", "--key", "k", "true"}, []string{`bad node URL "u:xxxxx@h:port"`, "invalid port"}, "hunter2"},
 		{"port", []string{"--nodes", "redis://u:hunter2@h:port", "--key", "k", "true"}, []string{`bad node URL "redis://u:xxxxx@h:port"`, "invalid port"}, "hunter2"},
 		{"database", []string{"--nodes", "redis://h/abc", "--key", "k", "true"}, []string{`bad node URL "redis://h/abc": redis: invalid database number: "abc"`}, ""},
 		{"option", []string{"--nodes", "redis://h?bogus=1", "--key", "k", "true"}, []string{`bad node URL "redis://h?bogus=1"`, "bogus"}, ""},
 		{"empty URL", []string{"--nodes", ok + ",,redis://h:2", "--key", "k", "true"}, []string{"--nodes: URL 2 is empty"}, ""},
 		{"same server twice", []string{"--nodes", ok + "," + ok, "--key", "k", "true"}, []string{"same server"}, ""},
 		{"no key", []string{"--nodes", ok, "true"}, []string{"-key is required"}, ""},
-		{"no command", []string{"--nodes", ok, "--key", "k"}, []string{"no command given"}, ""},
+		{"no command", []string{"--nodes", ok, "--key", "k"}, []string{"no command given", "redlock lock holds a lock without one"}, ""},
+		{"-c and a command", []string{"--nodes", ok, "--key", "k", "-c", "true", "false"}, []string{"-command (-c) and a command after the flags exclude each other"}, ""},
+		{"-w and -n", []string{"--nodes", ok, "--key", "k", "-w", "5", "-n", "true"}, []string{"exclude each other"}, ""},
+		{"negative -w", []string{"--nodes", ok, "--key", "k", "-w", "-1", "true"}, []string{`invalid value "-1" for flag -w: must not be negative`}, ""},
+		{"bad -timeout", []string{"--nodes", ok, "--key", "k", "--timeout", "soon", "true"}, []string{`invalid value "soon" for flag -timeout: want seconds (5, 0.5) or a duration (90s, 2m)`}, ""},
+		{"-E out of range", []string{"--nodes", ok, "--key", "k", "-E", "256", "true"}, []string{"-conflict-exit-code must be in [0, 255], got 256"}, ""},
+		{"label too long", []string{"--nodes", ok, "--key", "k", "--label", strings.Repeat("x", 200), "true"}, []string{"label is 200 bytes"}, ""},
+		{"shared lock", []string{"-s", "--nodes", ok, "--key", "k", "true"}, []string{"flag provided but not defined: -s"}, ""},
 		{"wait and no-wait", []string{"--nodes", ok, "--key", "k", "--wait", "1s", "--no-wait", "true"}, []string{"exclude each other"}, ""},
 		{"ttl", []string{"--nodes", ok, "--key", "k", "--ttl", "0s", "true"}, []string{"-ttl must be positive, got 0s"}, ""},
 		{"grace", []string{"--nodes", ok, "--key", "k", "--grace", "-1s", "true"}, []string{"-grace must be positive, got -1s"}, ""},
@@ -108,6 +178,45 @@ func TestRunCommandUsageErrors(t *testing.T) {
 			}
 			require.Empty(t, stdout.String())
 		})
+	}
+}
+
+// Lock takes run's flags, and needs no command.
+func TestLockCommandUsageErrors(t *testing.T) {
+	t.Setenv(envNodes, "")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--key", "k"}, "no nodes"},
+		{[]string{"--nodes", "h"}, "-key is required"},
+		{[]string{"--nodes", "h", "--key", "k", "-w", "1", "--no-wait"}, "exclude each other"},
+		{[]string{"--bogus"}, "usage: redlock lock"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), append([]string{"lock"}, tt.args...), &stdout, &stderr)
+		require.Equal(t, exitUsage, code, "%v: exit status: got %d, want %d", tt.args, code, exitUsage)
+		require.Contains(t, stderr.String(), tt.want, "%v: stderr: got %q", tt.args, stderr.String())
+		require.Empty(t, stdout.String())
+	}
+}
+
+func TestCheckCommandUsageErrors(t *testing.T) {
+	t.Setenv(envNodes, "")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "no nodes"},
+		{[]string{"--nodes", "h", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--nodes", "h", "--timeout", "0s"}, "-timeout must be positive"},
+		{[]string{"--nodes", "ftp://h"}, `bad node URL "ftp://h"`},
+		{[]string{"--nodes", "h:1,h:1"}, "same server"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), append([]string{"check"}, tt.args...), &stdout, &stderr)
+		require.Equal(t, exitUsage, code, "%v: exit status: got %d, want %d", tt.args, code, exitUsage)
+		require.Contains(t, stderr.String(), tt.want, "%v: stderr: got %q", tt.args, stderr.String())
 	}
 }
 
@@ -135,14 +244,41 @@ func TestHelpRun(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, exitOK, run(t.Context(), []string{"help", "run"}, &stdout, &stderr))
 	help := stdout.String()
-	for _, code := range []int{exitUsage, exitNotAcquired, exitLockLost, exitCannotRun, exitNotFound} {
+	for _, code := range []int{exitUsage, exitUnavailable, exitNotAcquired, exitLockLost, exitCannotRun, exitNotFound} {
 		require.Regexp(t, `(?m)^  `+strconv.Itoa(code)+` `, help, "help run: no line for exit status %d", code)
 	}
-	for _, want := range []string{"128+N", "REDLOCK_KEY", "REDLOCK_TOKEN", "REDLOCK_NODES", "rediss://", "SIGTERM", "SIGKILL"} {
+	for _, want := range []string{"128+N", "REDLOCK_KEY", "REDLOCK_TOKEN", "REDLOCK_FENCE", "REDLOCK_NODES", "rediss://", "host[:port]", "SIGTERM", "SIGKILL", "EX_UNAVAILABLE", "fewer than 3 nodes"} {
 		require.Contains(t, help, want)
 	}
-	for _, flag := range []string{"-nodes", "-key", "-ttl", "-wait", "-no-wait", "-grace", "-max-hold", "-foreground", "-verbose", "-prefix"} {
+	for _, flag := range []string{
+		"-nodes", "-key", "-ttl", "-wait", "-timeout", "-w", "-no-wait", "-n", "-nonblock", "-nb",
+		"-conflict-exit-code", "-E", "-command", "-c", "-exclusive", "-x", "-grace", "-max-hold",
+		"-foreground", "-verbose", "-quiet", "-prefix", "-fencing", "-owner", "-label",
+	} {
 		require.Regexp(t, `(?m)^  `+flag+`\b`, help, "help run: got no %s", flag)
+	}
+}
+
+// The helps of lock, status and check document their exit statuses.
+func TestHelpOtherCommands(t *testing.T) {
+	for cmd, tt := range map[string]struct {
+		codes []int
+		want  []string
+	}{
+		"lock":   {[]int{exitUsage, exitUnavailable, exitNotAcquired, exitLockLost}, []string{"REDLOCK_FENCE=N", "SIGTERM", "etcdctl lock", "kill $holder"}},
+		"status": {[]int{0, exitUsage, exitUnavailable}, []string{"remaining_ms", "layout", "label", "owner", "count", "answered"}},
+		"check":  {[]int{0, exitCheckWarning, exitUsage, exitCheckCritical, exitUnavailable}, []string{"critical", "warning", "clock_offset_ms", "findings"}},
+	} {
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, exitOK, run(t.Context(), []string{"help", cmd}, &stdout, &stderr), "help %s", cmd)
+		help := stdout.String()
+		require.Contains(t, help, "usage: redlock "+cmd)
+		for _, code := range tt.codes {
+			require.Regexp(t, `(?m)^  `+strconv.Itoa(code)+` `, help, "help %s: no line for exit status %d", cmd, code)
+		}
+		for _, w := range tt.want {
+			require.Contains(t, help, w, "help %s: got no %q", cmd, w)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,54 +28,112 @@ const (
 
 // runConfig is the configuration of one run, from its flags.
 type runConfig struct {
-	nodes       string
-	key         string
-	prefix      string
-	ttl         time.Duration
-	wait        time.Duration // 0: as long as it takes
-	noWait      bool
-	grace       time.Duration
-	maxHold     time.Duration // 0: no cap
-	nodeTimeout time.Duration // 0: derived from ttl
-	foreground  bool
-	verbose     bool
-	argv        []string // the command
+	name         string // "run" or "lock", for messages
+	nodes        string
+	key          string
+	prefix       string
+	ttl          time.Duration
+	wait         waitFlag // not set: as long as it takes; 0: try once
+	noWait       bool
+	conflictCode int    // the status when the lock is held elsewhere
+	shell        string // -c: a command line for the shell
+	exclusive    bool   // -x: accepted for flock(1), and changes nothing
+	grace        time.Duration
+	maxHold      time.Duration // 0: no cap
+	nodeTimeout  time.Duration // 0: derived from ttl
+	foreground   bool
+	verbose      bool
+	quiet        bool
+	fencing      bool
+	owner        string
+	label        string
+	labelSet     bool     // -label was given, maybe as ""
+	argv         []string // the command; none for lock without one
 }
 
-func defaultRunConfig() runConfig {
-	return runConfig{ttl: 30 * time.Second, grace: 10 * time.Second}
+func defaultRunConfig(name string) runConfig {
+	return runConfig{name: name, ttl: 30 * time.Second, grace: 10 * time.Second, conflictCode: exitNotAcquired}
 }
 
 func runFlags(cfg *runConfig, output io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("redlock run", flag.ContinueOnError)
+	fs := flag.NewFlagSet("redlock "+cfg.name, flag.ContinueOnError)
 	fs.SetOutput(output)
-	fs.StringVar(&cfg.nodes, "nodes", cfg.nodes, "comma-separated node URLs (default $"+envNodes+")")
+	fs.StringVar(&cfg.nodes, "nodes", cfg.nodes, "comma-separated nodes: host:port or URLs (default $"+envNodes+")")
 	fs.StringVar(&cfg.key, "key", cfg.key, "the lock's key (required)")
 	fs.StringVar(&cfg.prefix, "prefix", cfg.prefix, "namespace: the Redis key is prefix+key")
 	fs.DurationVar(&cfg.ttl, "ttl", cfg.ttl, "how long the lock lives on the nodes unless extended; it is extended every ttl/3, and it outlives a killed redlock by at most this")
-	fs.DurationVar(&cfg.wait, "wait", cfg.wait, "how long to wait for the lock; 0 waits as long as it takes")
-	fs.DurationVar(&cfg.wait, "timeout", cfg.wait, "the same as -wait, as in flock(1) and consul lock")
+	fs.Var(&cfg.wait, "wait", "how long to wait for the lock, in `seconds` (5, 0.5) or as a duration (2m); 0 tries once, as -no-wait does (default: as long as it takes)")
+	fs.Var(&cfg.wait, "timeout", "the `seconds` to wait: the same as -wait, as in flock(1)")
+	fs.Var(&cfg.wait, "w", "the `seconds` to wait: the same as -wait, as in flock(1)")
 	fs.BoolVar(&cfg.noWait, "no-wait", cfg.noWait, "try to acquire the lock once, and do not wait")
-	fs.BoolVar(&cfg.noWait, "n", cfg.noWait, "the same as -no-wait")
+	fs.BoolVar(&cfg.noWait, "n", cfg.noWait, "the same as -no-wait, as in flock(1)")
+	fs.BoolVar(&cfg.noWait, "nonblock", cfg.noWait, "the same as -no-wait, as in flock(1)")
+	fs.BoolVar(&cfg.noWait, "nb", cfg.noWait, "the same as -no-wait, as in flock(1)")
+	fs.IntVar(&cfg.conflictCode, "conflict-exit-code", cfg.conflictCode, "the exit `status` when the lock is held elsewhere (-no-wait, or -wait ran out), as flock(1) -E has it; not when too few nodes answer, which is "+strconv.Itoa(exitUnavailable))
+	fs.IntVar(&cfg.conflictCode, "E", cfg.conflictCode, "the exit `status` when the lock is held elsewhere: the same as -conflict-exit-code")
+	fs.StringVar(&cfg.shell, "command", cfg.shell, "run this `command line` with $SHELL -c (/bin/sh -c without $SHELL), as flock(1) -c does, instead of a command after the flags")
+	fs.StringVar(&cfg.shell, "c", cfg.shell, "the `command line` to run: the same as -command")
+	fs.BoolVar(&cfg.exclusive, "exclusive", cfg.exclusive, "accepted for flock(1): every redlock lock is exclusive")
+	fs.BoolVar(&cfg.exclusive, "x", cfg.exclusive, "the same as -exclusive")
+	fs.BoolVar(&cfg.exclusive, "e", cfg.exclusive, "the same as -exclusive")
 	fs.DurationVar(&cfg.grace, "grace", cfg.grace, "when the lock is lost, how long the command has to exit after SIGTERM before SIGKILL")
 	fs.DurationVar(&cfg.maxHold, "max-hold", cfg.maxHold, "stop the command, as if the lock were lost, once it has held the lock this long; 0 means no limit")
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cfg.nodeTimeout, "bound on each request to a node; 0 means ttl/10, at most "+maxNodeTimeout.String())
+	fs.BoolVar(&cfg.fencing, "fencing", cfg.fencing, "get a fencing token with the lock, and pass it to the command in REDLOCK_FENCE: a number larger than that of every earlier holder of the key")
+	fs.StringVar(&cfg.owner, "owner", cfg.owner, "take the lock for this owner `id`: reentrant, so that runs with the same -owner share it, with a hold count")
+	fs.StringVar(&cfg.label, "label", cfg.label, "store this `label`, a description of the holder, with the lock, for redlock status; \"\" stores none (default host:pid)")
 	fs.BoolVar(&cfg.foreground, "foreground", cfg.foreground, "keep the command in redlock's process group, so that it can read from the terminal; only the command itself is then signalled (default: on in the foreground of a terminal, on Linux)")
 	fs.BoolVar(&cfg.verbose, "verbose", cfg.verbose, "say on stderr what happens: acquisition, release, signals")
 	fs.BoolVar(&cfg.verbose, "v", cfg.verbose, "the same as -verbose")
-	fs.Usage = func() { runHelp(fs.Output()) }
+	fs.BoolVar(&cfg.quiet, "quiet", cfg.quiet, "do not warn about fewer than 3 nodes")
+	fs.BoolVar(&cfg.quiet, "q", cfg.quiet, "the same as -quiet")
+	if cfg.name == "run" {
+		fs.Usage = func() { runHelp(fs.Output()) }
+	} else {
+		fs.Usage = func() { lockHelp(fs.Output()) }
+	}
 	return fs
 }
 
+// runExitHelp is the table of the exit statuses of run, or of lock, for
+// their help.
+func runExitHelp(name string) string {
+	hold := ""
+	if name == "lock" {
+		hold = `
+  0              without a command: the lock was held until a signal ended
+                 the hold, and released`
+	}
+	return fmt.Sprintf(`Exit status:
+  the command's  its exit status, or 128+N when signal N killed it`+hold+`
+  %-3[1]d            bad usage: a bad flag or node, no key, no command (run)
+  %-3[2]d            too few nodes answered for a quorum: they are down or
+                 unreachable (EX_UNAVAILABLE)
+  %-3[3]d            the lock is held elsewhere: -no-wait, or -wait ran out
+                 (EX_TEMPFAIL); -conflict-exit-code (-E) changes it
+  %-3[4]d            the lock was lost: the command was stopped, whatever its
+                 own status; lock without a command exits with it too
+  %-3[5]d            the command could not be started
+  %-3[6]d            the command was not found
+  128+N          signal N ended the wait for the lock
+Whenever the status is redlock's own rather than the command's, redlock
+says why on stderr. Scripts can tell an outage (%[2]d) from a lock that
+someone else holds (%[3]d): the first needs attention, the second only a
+later try.
+`, exitUsage, exitUnavailable, exitNotAcquired, exitLockLost, exitCannotRun, exitNotFound)
+}
+
 func runHelp(w io.Writer) {
-	fmt.Fprintf(w, `usage: redlock run --nodes URL,... --key KEY [flags] [--] command [args...]
+	fmt.Fprintf(w, `usage: redlock run --nodes HOST:PORT,... --key KEY [flags] [--] command [args...]
+       redlock run --nodes HOST:PORT,... --key KEY [flags] -c 'command line'
 
 Run is a distributed flock(1). It acquires the lock KEY on a quorum of the
 nodes, runs the command, keeps the lock alive while the command runs, and
 releases it when the command exits.
 
   - It waits for the lock up to -wait, by default as long as it takes, or
-    not at all with -no-wait.
+    not at all with -no-wait or -wait 0. flock(1)'s -w, -n, -E, -c and -x
+    mean what they mean there; its -s, -u, -o and -F have no counterpart.
   - It extends the lock every third of -ttl. A killed redlock extends
     nothing: the lock expires within -ttl, and on Linux the kernel kills
     the command.
@@ -83,7 +142,7 @@ releases it when the command exits.
     command can act on them. Any of the first four ends a wait for the lock.
   - If the lock is lost (renewals failed until its validity ran out, a
     quorum of nodes lost the key, or -max-hold passed), it sends the
-    command SIGTERM, then SIGKILL after -grace, and exits %[2]d.
+    command SIGTERM, then SIGKILL after -grace, and exits %[1]d.
   - The command runs in a process group of its own, and every signal goes
     to the whole group, so that what a script started stops with it.
     -foreground keeps the command in redlock's group instead, so that it
@@ -93,28 +152,26 @@ releases it when the command exits.
     The terminal's Ctrl-C then reaches the command directly.
   - Do not suspend redlock (Ctrl-Z, SIGSTOP): nothing extends the lock
     meanwhile, and it is lost.
+  - The lock carries a label, host:pid of redlock by default, that redlock
+    status shows; -label changes it.
 
-The command's environment has REDLOCK_KEY, the key, and REDLOCK_TOKEN, the
-random token that marks this acquisition on the nodes, as redlock status
-shows it.
+The command's environment has:
+  REDLOCK_KEY    the key
+  REDLOCK_TOKEN  the value that marks this acquisition on the nodes, as
+                 redlock status -json shows it: a random id, then a space
+                 and the label when there is one
+  REDLOCK_FENCE  with -fencing: the fencing token, a number larger than
+                 that of every earlier holder of the key; pass it to the
+                 store the lock protects, so that it can refuse the writes
+                 of a holder that lost the lock without knowing it
 
-Exit status:
-  the command's  its exit status, or 128+N when signal N killed it
-  %-3[1]d            bad usage: a bad flag or node URL, no key, no command
-  %-3[3]d            the lock was not acquired: it is held elsewhere (-no-wait,
-                 or -wait ran out), or a quorum of nodes did not answer
-  %-3[2]d            the lock was lost while the command ran; the command was
-                 stopped, whatever its own status
-  %-3[4]d            the command could not be started
-  %-3[5]d            the command was not found
-  128+N          signal N ended the wait for the lock
-Whenever the status is redlock's own rather than the command's, redlock
-says why on stderr.
+Redlock lock holds a lock without a command.
 
-%s
+%[2]s
+%[3]s
 Flags:
-`, exitUsage, exitLockLost, exitNotAcquired, exitCannotRun, exitNotFound, nodesHelp)
-	cfg := defaultRunConfig()
+`, exitLockLost, runExitHelp("run"), nodesHelp)
+	cfg := defaultRunConfig("run")
 	runFlags(&cfg, w).PrintDefaults()
 }
 
@@ -123,14 +180,16 @@ func (c *runConfig) validate() ([]nodeSpec, error) {
 	switch {
 	case c.key == "":
 		return nil, errors.New("-key is required")
-	case len(c.argv) == 0:
-		return nil, errors.New("no command given: redlock run [flags] -- command [args...]")
+	case c.shell != "" && len(c.argv) > 0:
+		return nil, fmt.Errorf("-command (-c) and a command after the flags exclude each other, got %q", c.argv[0])
+	case c.name == "run" && c.shell == "" && len(c.argv) == 0:
+		return nil, errors.New("no command given: redlock run [flags] -- command [args...]; redlock lock holds a lock without one")
 	case c.ttl <= 0:
 		return nil, fmt.Errorf("-ttl must be positive, got %v", c.ttl)
-	case c.wait < 0:
-		return nil, fmt.Errorf("-wait must not be negative, got %v", c.wait)
-	case c.noWait && c.wait > 0:
+	case c.noWait && c.wait.d > 0:
 		return nil, errors.New("-wait and -no-wait exclude each other")
+	case c.conflictCode < 0 || c.conflictCode > 255:
+		return nil, fmt.Errorf("-conflict-exit-code must be in [0, 255], got %d", c.conflictCode)
 	case c.grace <= 0:
 		return nil, fmt.Errorf("-grace must be positive, got %v", c.grace)
 	case c.maxHold < 0:
@@ -138,7 +197,36 @@ func (c *runConfig) validate() ([]nodeSpec, error) {
 	case c.nodeTimeout < 0:
 		return nil, fmt.Errorf("-node-timeout must not be negative, got %v", c.nodeTimeout)
 	}
+	if c.shell != "" {
+		sh := os.Getenv("SHELL")
+		if sh == "" {
+			sh = "/bin/sh"
+		}
+		c.argv = []string{sh, "-c", c.shell}
+	}
+	if !c.labelSet {
+		c.label = defaultLabel()
+	}
 	return parseNodes(c.nodes)
+}
+
+// defaultLabel is the label of a lock without -label: host:pid, so that
+// redlock status can say who holds a lock.
+func defaultLabel() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	l := host + ":" + strconv.Itoa(os.Getpid())
+	if len(l) > redlock.MaxLabelLen {
+		l = l[len(l)-redlock.MaxLabelLen:]
+	}
+	return l
+}
+
+// tryOnce reports whether the lock is tried once rather than waited for.
+func (c *runConfig) tryOnce() bool {
+	return c.noWait || (c.wait.set && c.wait.d == 0)
 }
 
 // options returns the Client's options. The retry delay is longer than the
@@ -146,7 +234,7 @@ func (c *runConfig) validate() ([]nodeSpec, error) {
 // jittered retry only matters when a holder died and its key expires, and
 // a tool that may wait for minutes need not poll every node 10 times a
 // second for that.
-func (c *runConfig) options() []redlock.Option {
+func (c *runConfig) options(attempts *attemptLog) []redlock.Option {
 	nt := c.nodeTimeout
 	if nt == 0 {
 		nt = min(max(c.ttl/10, 2*time.Millisecond), maxNodeTimeout)
@@ -158,15 +246,28 @@ func (c *runConfig) options() []redlock.Option {
 		redlock.WithMaxHold(c.maxHold),
 		redlock.WithNodeTimeout(nt),
 		redlock.WithRetryDelay(50*time.Millisecond, 500*time.Millisecond),
+		redlock.WithFencing(c.fencing),
+		redlock.WithOwner(c.owner),
+		redlock.WithLabel(c.label),
+		redlock.WithObserver(attempts),
 	}
 }
 
-func runCommand(ctx context.Context, args []string, _, stderr io.Writer) int {
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runOrLock(ctx, "run", args, stdout, stderr)
+}
+
+func lockCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runOrLock(ctx, "lock", args, stdout, stderr)
+}
+
+// runOrLock is run, and lock, which is run with the command optional.
+func runOrLock(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
 	if !runSupported {
-		fmt.Fprintln(stderr, "redlock run: not supported on this platform")
+		fmt.Fprintf(stderr, "redlock %s: not supported on this platform\n", name)
 		return exitUsage
 	}
-	cfg := defaultRunConfig()
+	cfg := defaultRunConfig(name)
 	fs := runFlags(&cfg, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -175,20 +276,24 @@ func runCommand(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return exitUsage
 	}
 	cfg.argv = fs.Args()
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	cfg.labelSet = explicit["label"]
 	specs, err := cfg.validate()
 	if err != nil {
-		fmt.Fprintf(stderr, "redlock run: %v\n(redlock help run prints the flags and exit statuses)\n", err)
+		fmt.Fprintf(stderr, "redlock %s: %v\n(redlock help %s prints the flags and exit statuses)\n", name, err, name)
 		return exitUsage
 	}
-	r := &runner{cfg: cfg, specs: specs, stderr: stderr}
+	r := &runner{cfg: cfg, specs: specs, stdout: stdout, stderr: stderr}
+	if w := fewNodesWarning(len(specs)); w != "" && !cfg.quiet {
+		r.say("%s", w)
+	}
 	// In a group of its own, a command that reads the terminal would be
 	// stopped by SIGTTIN, and run would wait for it forever. So on an
 	// interactive terminal the command stays in run's group, unless
 	// -foreground=false says otherwise.
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "foreground" })
-	if foregroundTTY() {
-		if !explicit {
+	if len(cfg.argv) > 0 && foregroundTTY() {
+		if !explicit["foreground"] {
 			r.cfg.foreground = true
 		}
 		r.terminal = r.cfg.foreground
@@ -200,7 +305,11 @@ func runCommand(ctx context.Context, args []string, _, stderr io.Writer) int {
 type runner struct {
 	cfg    runConfig
 	specs  []nodeSpec
+	stdout io.Writer // lock without a command prints the lock here
 	stderr io.Writer
+	// attempts records the acquisition attempts, to tell an outage from a
+	// lock held elsewhere.
+	attempts attemptLog
 	// terminal is set when the command shares run's process group in the
 	// foreground of a terminal: the terminal's SIGINT and SIGQUIT reach the
 	// command directly, and are not passed on a second time.
@@ -208,7 +317,7 @@ type runner struct {
 }
 
 func (r *runner) say(format string, args ...any) {
-	fmt.Fprintf(r.stderr, "redlock run: "+format+"\n", args...)
+	fmt.Fprintf(r.stderr, "redlock "+r.cfg.name+": "+format+"\n", args...)
 }
 
 func (r *runner) verbose(format string, args ...any) {
@@ -231,7 +340,7 @@ func (r *runner) run(ctx context.Context) int {
 	for i, rc := range rcs {
 		conns[i] = rc
 	}
-	client, err := redlock.New(conns, r.cfg.options()...)
+	client, err := redlock.New(conns, r.cfg.options(&r.attempts)...)
 	if err != nil {
 		// Bad options, or the same server given twice.
 		r.say("%v", err)
@@ -245,6 +354,9 @@ func (r *runner) run(ctx context.Context) int {
 	if l == nil {
 		return code
 	}
+	if len(r.cfg.argv) == 0 {
+		return r.hold(ctx, l, sigs)
+	}
 	return r.supervise(ctx, l, sigs)
 }
 
@@ -252,9 +364,9 @@ func (r *runner) run(ctx context.Context) int {
 func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.Signal) (*redlock.Lock, int) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if r.cfg.wait > 0 {
+	if !r.cfg.tryOnce() && r.cfg.wait.d > 0 {
 		var cancelWait context.CancelFunc
-		actx, cancelWait = context.WithTimeout(actx, r.cfg.wait)
+		actx, cancelWait = context.WithTimeout(actx, r.cfg.wait.d)
 		defer cancelWait()
 	}
 
@@ -279,10 +391,10 @@ func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.
 	}()
 
 	switch {
-	case r.cfg.noWait:
+	case r.cfg.tryOnce():
 		r.verbose("trying to acquire %q once on %d nodes", r.cfg.key, len(r.specs))
-	case r.cfg.wait > 0:
-		r.verbose("acquiring %q on %d nodes, waiting up to %v", r.cfg.key, len(r.specs), r.cfg.wait)
+	case r.cfg.wait.d > 0:
+		r.verbose("acquiring %q on %d nodes, waiting up to %v", r.cfg.key, len(r.specs), r.cfg.wait.d)
 	default:
 		r.verbose("acquiring %q on %d nodes, waiting as long as it takes", r.cfg.key, len(r.specs))
 	}
@@ -291,7 +403,7 @@ func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.
 		l   *redlock.Lock
 		err error
 	)
-	if r.cfg.noWait {
+	if r.cfg.tryOnce() {
 		l, err = c.TryLock(actx, r.cfg.key)
 	} else {
 		l, err = c.Lock(actx, r.cfg.key)
@@ -309,15 +421,21 @@ func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.
 			r.say("%v", err)
 			return nil, exitUsage
 		}
+		var why string
 		switch {
 		case r.cfg.noWait:
-			r.say("-no-wait: %v; exiting %d", err, exitNotAcquired)
+			why = "-no-wait: "
+		case r.cfg.tryOnce():
+			why = "-wait 0: "
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-			r.say("-wait %v ran out: %v; exiting %d", r.cfg.wait, err, exitNotAcquired)
-		default:
-			r.say("%v; exiting %d", err, exitNotAcquired)
+			why = fmt.Sprintf("-wait %v ran out: ", r.cfg.wait.d)
 		}
-		return nil, exitNotAcquired
+		if st, ok := r.attempts.unavailable(err); ok {
+			r.say("%sno quorum of nodes reachable: %s: %v; exiting %d", why, describeFailures(st), err, exitUnavailable)
+			return nil, exitUnavailable
+		}
+		r.say("%s%v; exiting %d", why, err, r.cfg.conflictCode)
+		return nil, r.cfg.conflictCode
 	}
 	st := l.Stats()
 	r.verbose("acquired %q after %v: %d/%d nodes (quorum %d), validity %v, token %s",
@@ -342,6 +460,9 @@ func (r *runner) supervise(ctx context.Context, l *redlock.Lock, sigs <-chan os.
 	default:
 	}
 	env := []string{"REDLOCK_KEY=" + r.cfg.key, "REDLOCK_TOKEN=" + l.Token()}
+	if r.cfg.fencing {
+		env = append(env, "REDLOCK_FENCE="+strconv.FormatUint(l.Fence(), 10))
+	}
 	ch, err := startChild(r.cfg.argv, env, r.cfg.foreground)
 	if err != nil {
 		r.release(l)

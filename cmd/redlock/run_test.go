@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,7 +28,8 @@ func TestRunSerializes(t *testing.T) {
 	)
 	_, nodes := startNodes(t, 3)
 	out := filepath.Join(t.TempDir(), "out")
-	script := fmt.Sprintf(`echo "start $REDLOCK_TOKEN $REDLOCK_KEY" >> "$OUT"; sleep %.1f; echo "end $REDLOCK_TOKEN" >> "$OUT"`, hold.Seconds())
+	// The token holds a space before its label: the fields are split by |.
+	script := fmt.Sprintf(`echo "start|$REDLOCK_TOKEN|$REDLOCK_KEY" >> "$OUT"; sleep %.1f; echo "end|$REDLOCK_TOKEN" >> "$OUT"`, hold.Seconds())
 
 	start := time.Now()
 	procs := make([]*proc, runs)
@@ -51,7 +53,7 @@ func TestRunSerializes(t *testing.T) {
 	require.Len(t, lines, 2*runs, "markers: got %q", lines)
 	tokens := map[string]bool{}
 	for i := 0; i < len(lines); i += 2 {
-		s, e := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		s, e := strings.Split(lines[i], "|"), strings.Split(lines[i+1], "|")
 		require.Len(t, s, 3, "line %d: got %q, want start TOKEN KEY", i, lines[i])
 		require.Len(t, e, 2, "line %d: got %q, want end TOKEN", i+1, lines[i+1])
 		require.Equal(t, "start", s[0], "line %d: got %q; the holds interleaved:\n%s", i, lines[i], strings.Join(lines, "\n"))
@@ -247,9 +249,9 @@ func TestRunBadURL(t *testing.T) {
 	require.NotContains(t, stderr, "hunter2")
 	require.Empty(t, stdout)
 
-	code, _, stderr = runRedlock(t, []string{envNodes + "=redis://127.0.0.1:1,localhost:6379"}, "run", "--key", "k", "--", "true")
+	code, _, stderr = runRedlock(t, []string{envNodes + "=redis://127.0.0.1:1,localhost:port"}, "run", "--key", "k", "--", "true")
 	require.Equal(t, exitUsage, code, "exit status: got %d, want %d; stderr:\n%s", code, exitUsage, stderr)
-	require.Contains(t, stderr, `REDLOCK_NODES: bad node URL "localhost:6379"`)
+	require.Contains(t, stderr, `REDLOCK_NODES: bad node URL "localhost:port"`)
 }
 
 func TestVersionCommand(t *testing.T) {
@@ -297,4 +299,167 @@ func processGone(pid int) bool {
 	// "pid (comm) state ..."; comm may hold spaces and parentheses.
 	i := bytes.LastIndexByte(b, ')')
 	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+}
+
+// Too few reachable nodes is an outage, 69, not a lock held elsewhere, 75,
+// whether the nodes refuse connections or hang, and whether run waits or
+// not. -conflict-exit-code does not change it.
+func TestRunUnavailable(t *testing.T) {
+	t.Run("killed", func(t *testing.T) {
+		servers, nodes := startNodes(t, 3)
+		servers[1].Kill()
+		servers[2].Kill()
+		for _, flags := range [][]string{{"-n"}, {"-w", "1"}, {"-n", "-E", "3"}} {
+			args := append([]string{"run", "--nodes", nodes, "--key", "down"}, flags...)
+			code, _, stderr := runRedlock(t, nil, append(args, "true")...)
+			require.Equal(t, exitUnavailable, code, "%v: exit status: got %d, want %d; stderr:\n%s", flags, code, exitUnavailable, stderr)
+			require.Contains(t, stderr, "no quorum of nodes reachable: 2 of 3 nodes failed, leaving fewer than the quorum of 2")
+			require.Contains(t, stderr, "exiting 69")
+		}
+	})
+	t.Run("hung", func(t *testing.T) {
+		servers, nodes := startNodes(t, 3)
+		servers[1].Pause()
+		servers[2].Pause()
+		// The nodes fail by the node timeout.
+		code, _, stderr := runRedlock(t, nil, "run", "--nodes", nodes, "--key", "hung", "-n", "--node-timeout", "300ms", "true")
+		require.Equal(t, exitUnavailable, code, "-n: exit status: got %d, want %d; stderr:\n%s", code, exitUnavailable, stderr)
+		require.Contains(t, stderr, "2 of 3 nodes failed")
+		// The wait ends before the node timeout: the nodes had not
+		// answered at all.
+		code, _, stderr = runRedlock(t, nil, "run", "--nodes", nodes, "--key", "hung", "-w", "0.2", "--node-timeout", "1s", "true")
+		require.Equal(t, exitUnavailable, code, "-w 0.2: exit status: got %d, want %d; stderr:\n%s", code, exitUnavailable, stderr)
+		require.Contains(t, stderr, "-wait 200ms ran out: no quorum of nodes reachable: only 1 of 3 nodes answered in time, fewer than the quorum of 2")
+	})
+	t.Run("held, a node down", func(t *testing.T) {
+		servers, nodes := startNodes(t, 3)
+		h := holdKey(t, nodes, "held-down")
+		servers[2].Kill()
+		code, _, stderr := runRedlock(t, nil, "run", "--nodes", nodes, "--key", "held-down", "-n", "true")
+		require.Equal(t, exitNotAcquired, code, "exit status: got %d, want %d; stderr:\n%s", code, exitNotAcquired, stderr)
+		code, _, stderr = runRedlock(t, nil, "run", "--nodes", nodes, "--key", "held-down", "-n", "-E", "9", "true")
+		require.Equal(t, 9, code, "-E 9: exit status: got %d, want 9; stderr:\n%s", code, stderr)
+		require.Contains(t, stderr, "; exiting 9")
+		require.Equal(t, 0, h.release(t), "holder: stderr:\n%s", h.p.errText())
+	})
+}
+
+// flock(1)'s flags: -w/--timeout in seconds, 0 tries once; -n, --nonblock
+// and --nb; -E; -c; -x.
+func TestRunFlockFlags(t *testing.T) {
+	_, nodes := startNodes(t, 3)
+	h := holdKey(t, nodes, "flock")
+	base := []string{"run", "--nodes", nodes, "--key", "flock"}
+	for _, tt := range []struct {
+		flags  []string
+		want   int
+		stderr string
+	}{
+		{[]string{"-w", "0"}, exitNotAcquired, "-wait 0: redlock: not acquired"},
+		{[]string{"--timeout", "0"}, exitNotAcquired, "-wait 0: redlock: not acquired"},
+		{[]string{"--wait", "0s"}, exitNotAcquired, "-wait 0: redlock: not acquired"},
+		{[]string{"-n"}, exitNotAcquired, "-no-wait: redlock: not acquired"},
+		{[]string{"--nonblock"}, exitNotAcquired, "-no-wait: redlock: not acquired"},
+		{[]string{"--nb"}, exitNotAcquired, "-no-wait: redlock: not acquired"},
+		{[]string{"-n", "-E", "0"}, 0, "; exiting 0"},
+		{[]string{"--conflict-exit-code", "42", "-w", "0"}, 42, "; exiting 42"},
+		{[]string{"-x", "-n"}, exitNotAcquired, ""},
+	} {
+		code, _, stderr := runRedlock(t, nil, append(append(slices.Clone(base), tt.flags...), "true")...)
+		require.Equal(t, tt.want, code, "%v: exit status: got %d, want %d; stderr:\n%s", tt.flags, code, tt.want, stderr)
+		require.Contains(t, stderr, tt.stderr, "%v", tt.flags)
+	}
+
+	// Seconds, with a fraction, as flock(1) has them.
+	start := time.Now()
+	code, _, stderr := runRedlock(t, nil, append(slices.Clone(base), "-w", "0.3", "true")...)
+	require.Equal(t, exitNotAcquired, code, "-w 0.3: stderr:\n%s", stderr)
+	require.Contains(t, stderr, "-wait 300ms ran out")
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+
+	require.Equal(t, 0, h.release(t))
+	code, stdout, stderr := runRedlock(t, []string{"SHELL=/bin/sh"}, append(slices.Clone(base), "-x", "-n", "-c", `echo "key $REDLOCK_KEY"; exit 4`)...)
+	require.Equal(t, 4, code, "-c: exit status: got %d, want 4; stderr:\n%s", code, stderr)
+	require.Equal(t, "key flock\n", stdout)
+}
+
+// Nodes may be bare host:port; fewer than 3 of them draw a warning, which
+// -quiet silences.
+func TestRunNodes(t *testing.T) {
+	servers, _ := startNodes(t, 3)
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr()
+	}
+	const warning = "the lock survives no node failure"
+	for _, tt := range []struct {
+		name  string
+		nodes []string
+		flags []string
+		warn  string
+	}{
+		{"three bare", addrs, nil, ""},
+		{"one", addrs[:1], nil, "redlock run: warning: 1 node: " + warning},
+		{"two, one a URL", []string{addrs[0], "redis://" + addrs[1]}, nil, "redlock run: warning: 2 nodes: " + warning},
+		{"one, quiet", addrs[:1], []string{"-q"}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"run", "--key", "nodes-" + strings.ReplaceAll(tt.name, " ", "-")}, tt.flags...)
+			env := []string{envNodes + "=" + strings.Join(tt.nodes, ",")}
+			code, stdout, stderr := runRedlock(t, env, append(args, "-n", "--", "echo", "ran")...)
+			require.Equal(t, 0, code, "exit status: got %d, want 0; stderr:\n%s", code, stderr)
+			require.Equal(t, "ran\n", stdout)
+			if tt.warn == "" {
+				require.NotContains(t, stderr, "warning", "stderr: got %q, want no warning", stderr)
+			} else {
+				require.Contains(t, stderr, tt.warn)
+			}
+		})
+	}
+}
+
+// --fencing passes REDLOCK_FENCE, which grows from holder to holder; the
+// token carries the label, host:pid by default; --owner makes the lock
+// reentrant.
+func TestRunFencingLabelOwner(t *testing.T) {
+	_, nodes := startNodes(t, 3)
+	show := `echo "${REDLOCK_FENCE-unset}|$REDLOCK_TOKEN"`
+	runShow := func(t *testing.T, flags ...string) (fence, token string, pid int) {
+		t.Helper()
+		args := append([]string{"run", "--nodes", nodes, "--key", "fence", "-n", "-c", show}, flags...)
+		p := startRedlock(t, []string{"SHELL=/bin/sh"}, args...)
+		code := p.wait(t, 30*time.Second)
+		require.Equal(t, 0, code, "%v: stderr:\n%s", flags, p.errText())
+		fence, token, ok := strings.Cut(strings.TrimSpace(p.outText()), "|")
+		require.True(t, ok, "%v: got %q", flags, p.outText())
+		return fence, token, p.cmd.Process.Pid
+	}
+
+	f1, tok1, pid := runShow(t, "--fencing")
+	f2, _, _ := runShow(t, "--fencing")
+	n1, err := strconv.ParseUint(f1, 10, 64)
+	require.NoError(t, err, "REDLOCK_FENCE: got %q", f1)
+	n2, err := strconv.ParseUint(f2, 10, 64)
+	require.NoError(t, err, "REDLOCK_FENCE: got %q", f2)
+	require.Positive(t, n1)
+	require.Greater(t, n2, n1, "the second holder's fence: got %d, want more than %d", n2, n1)
+	require.True(t, strings.HasSuffix(tok1, " "+label(t, pid)), "REDLOCK_TOKEN: got %q, want it to end with host:pid", tok1)
+
+	fence, tok, _ := runShow(t, "--label", "nightly job")
+	require.Equal(t, "unset", fence, "REDLOCK_FENCE without --fencing")
+	require.True(t, strings.HasSuffix(tok, " nightly job"), "REDLOCK_TOKEN: got %q, want the label", tok)
+	_, tok, _ = runShow(t, "--label", "")
+	require.NotContains(t, tok, " ", "--label \"\": REDLOCK_TOKEN: got %q, want no label", tok)
+
+	// The same owner takes the lock again while it is held; others do not.
+	h := holdKey(t, nodes, "owned", "--owner", "deploy")
+	code, stdout, stderr := runRedlock(t, nil, "run", "--nodes", nodes, "--key", "owned", "--owner", "deploy", "-n", "--", "echo", "again")
+	require.Equal(t, 0, code, "same owner: stderr:\n%s", stderr)
+	require.Equal(t, "again\n", stdout)
+	for _, extra := range [][]string{nil, {"--owner", "other"}} {
+		args := append([]string{"run", "--nodes", nodes, "--key", "owned", "-n"}, extra...)
+		code, _, stderr = runRedlock(t, nil, append(args, "true")...)
+		require.Equal(t, exitNotAcquired, code, "%v: exit status: got %d, want %d; stderr:\n%s", extra, code, exitNotAcquired, stderr)
+	}
+	require.Equal(t, 0, h.release(t), "holder: stderr:\n%s", h.p.errText())
 }

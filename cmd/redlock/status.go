@@ -10,11 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockgo/redlock"
 )
 
 // statusConfig is the configuration of one status, from its flags.
@@ -33,30 +34,57 @@ func defaultStatusConfig() statusConfig {
 func statusFlags(cfg *statusConfig, output io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("redlock status", flag.ContinueOnError)
 	fs.SetOutput(output)
-	fs.StringVar(&cfg.nodes, "nodes", cfg.nodes, "comma-separated node URLs (default $"+envNodes+")")
+	fs.StringVar(&cfg.nodes, "nodes", cfg.nodes, "comma-separated nodes: host:port or URLs (default $"+envNodes+")")
 	fs.StringVar(&cfg.key, "key", cfg.key, "the lock's key (required)")
 	fs.StringVar(&cfg.prefix, "prefix", cfg.prefix, "namespace: the Redis key is prefix+key")
-	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "how long to wait for the nodes' answers")
+	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "how long to wait for each node's answer")
 	fs.BoolVar(&cfg.json, "json", cfg.json, "print JSON instead of a table")
 	fs.Usage = func() { statusHelp(fs.Output()) }
 	return fs
 }
 
 func statusHelp(w io.Writer) {
-	fmt.Fprintf(w, `usage: redlock status --nodes URL,... --key KEY [flags]
+	fmt.Fprintf(w, `usage: redlock status --nodes HOST:PORT,... --key KEY [flags]
 
 Status asks every node about the lock KEY and shows, for each, whether it
-holds the key, for which token, and the key's remaining TTL (PTTL), or the
-node's error. The last line says whether a quorum of nodes holds one token.
-It only reads, and exits 0 unless the flags are bad (%d).
+holds the key, the key's remaining TTL (PTTL), how the key is kept (LAYOUT:
+plain, as run and redsync keep it; owner, for an -owner lock; foreign, for
+a value that is not a lock), the holder's token and label, and for an
+owner lock the owner and the node's hold count; or the node's error. The
+table shows the token up to its label, and "(+N)" for N more holds of an
+owner lock; -json shows the whole token, as REDLOCK_TOKEN has it. The last
+line is the verdict: whether a quorum of nodes holds the key for one
+holder, and for how much longer at least (the quorum's remaining TTL, less
+the clock-drift allowance). Status only reads.
 
-With -json it prints one object: {"key", "quorum", "nodes": [{"index",
-"addr", "state": "held"|"free"|"error", "token", "pttl_ms", "error"}],
-"holder", "held_on"}; pttl_ms is -1 for a key without expiry.
+Exit status:
+  0   a quorum of nodes answered, whether the key is held or free
+  %-3[1]d bad usage: a bad flag or node, no key
+  %-3[2]d fewer than a quorum of nodes answered (EX_UNAVAILABLE): nobody can
+      take or keep the lock now
 
-%s
+With -json it prints one object:
+  key, quorum       the key, and the number of nodes a lock needs
+  held              whether a quorum holds the key for one holder
+  token, label      the holder's token, whole, and its label
+  tokens            for an owner lock held more than once: every token
+  owner, count      for an owner lock: the owner, and its hold count on a
+                    quorum; count is 1 for a plain lock
+  remaining_ms      how long a quorum still holds it, at least; 0 unless held
+  no_expiry         set when a quorum holds the key without an expiry
+  holder, held_on   the token of the holder the most nodes hold the key
+                    for, and on how many
+  answered          the number of nodes that answered
+  nodes             one object per node: index, addr, state ("held",
+                    "free", "foreign" or "error"), layout, token, tokens,
+                    label, owner, count, pttl_ms (-1: no expiry), value
+                    (the stored string, when it is not the token), error
+Fields that are empty are left out, but for held, remaining_ms, held_on
+and answered.
+
+%[3]s
 Flags:
-`, exitUsage, nodesHelp)
+`, exitUsage, exitUnavailable, nodesHelp)
 	cfg := defaultStatusConfig()
 	statusFlags(&cfg, w).PrintDefaults()
 }
@@ -77,7 +105,28 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	rcs := dial(specs)
 	defer closeAll(rcs)
-	rep := queryStatus(ctx, rcs, specs, cfg)
+	client, err := redlock.New(universal(rcs), cfg.options()...)
+	if err != nil {
+		// The same server given twice.
+		fmt.Fprintf(stderr, "redlock status: %v\n", err)
+		return exitUsage
+	}
+	defer client.Close()
+
+	// The ctx outlasts the node timeout, so that Inspect reports a node
+	// that does not answer rather than giving up on them all.
+	ictx, cancel := context.WithTimeout(ctx, 2*cfg.timeout)
+	defer cancel()
+	h, err := client.Inspect(ictx, cfg.key)
+	if err != nil {
+		if errors.Is(err, redlock.ErrInvalidOption) {
+			fmt.Fprintf(stderr, "redlock status: %v\n", err)
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "redlock status: %v; exiting %d\n", err, exitUnavailable)
+		return exitUnavailable
+	}
+	rep := newStatusReport(h, specs)
 	if cfg.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -85,9 +134,14 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 			fmt.Fprintf(stderr, "redlock status: %v\n", err)
 			return exitFail
 		}
-		return exitOK
+	} else {
+		rep.print(stdout)
 	}
-	rep.print(stdout)
+	if rep.Answered < rep.Quorum {
+		fmt.Fprintf(stderr, "redlock status: %d of %d nodes answered, fewer than the quorum of %d; exiting %d\n",
+			rep.Answered, len(rep.Nodes), rep.Quorum, exitUnavailable)
+		return exitUnavailable
+	}
 	return exitOK
 }
 
@@ -103,84 +157,153 @@ func (c *statusConfig) validate(rest []string) ([]nodeSpec, error) {
 	return parseNodes(c.nodes)
 }
 
+// options returns the Client's options: -timeout bounds each request, and
+// the TTL, which Inspect does not use, only has to leave room for it.
+func (c *statusConfig) options() []redlock.Option {
+	return []redlock.Option{
+		redlock.WithNodeTimeout(c.timeout),
+		redlock.WithTTL(max(redlock.DefaultTTL, 4*c.timeout)),
+		redlock.WithKeyPrefix(c.prefix),
+		redlock.WithPubSub(false),
+	}
+}
+
+// universal returns rcs as the interface redlock.New takes.
+func universal(rcs []*redis.Client) []redis.UniversalClient {
+	conns := make([]redis.UniversalClient, len(rcs))
+	for i, rc := range rcs {
+		conns[i] = rc
+	}
+	return conns
+}
+
 // statusReport is what the nodes said about one key.
 type statusReport struct {
 	Key    string       `json:"key"`
 	Quorum int          `json:"quorum"`
 	Nodes  []nodeStatus `json:"nodes"`
+	// Held is Inspect's verdict: a quorum holds Token (Tokens, for an
+	// owner lock held more than once). Label, Owner and Count describe the
+	// holder, and RemainingMS is how long a quorum holds it at least;
+	// NoExpiry is set instead for a key without expiry.
+	Held        bool     `json:"held"`
+	Token       string   `json:"token,omitempty"`
+	Tokens      []string `json:"tokens,omitempty"`
+	Label       string   `json:"label,omitempty"`
+	Owner       string   `json:"owner,omitempty"`
+	Count       int64    `json:"count,omitempty"`
+	RemainingMS int64    `json:"remaining_ms"`
+	NoExpiry    bool     `json:"no_expiry,omitempty"`
 	// Holder is the token held by the most nodes, and HeldOn their count;
-	// a lock is held when HeldOn reaches Quorum.
+	// a lock is held when HeldOn reaches Quorum. The nodes of an owner
+	// lock count together, whatever their tokens.
 	Holder string `json:"holder,omitempty"`
 	HeldOn int    `json:"held_on"`
+	// Answered is the number of nodes that answered.
+	Answered int `json:"answered"`
 }
 
 // nodeStatus is one node's answer.
 type nodeStatus struct {
-	Index int    `json:"index"`
-	Addr  string `json:"addr"`
-	State string `json:"state"` // held, free or error
-	Token string `json:"token,omitempty"`
-	PTTL  *int64 `json:"pttl_ms,omitempty"` // set when held; -1: no expiry
-	Error string `json:"error,omitempty"`
+	Index  int      `json:"index"`
+	Addr   string   `json:"addr"`
+	State  string   `json:"state"`            // held, free, foreign or error
+	Layout string   `json:"layout,omitempty"` // plain, owner or foreign
+	Token  string   `json:"token,omitempty"`
+	Tokens []string `json:"tokens,omitempty"` // every hold of an owner lock
+	Label  string   `json:"label,omitempty"`
+	Owner  string   `json:"owner,omitempty"`
+	Count  int64    `json:"count,omitempty"`
+	PTTL   *int64   `json:"pttl_ms,omitempty"` // set when the key is there; -1: no expiry
+	Value  string   `json:"value,omitempty"`   // the stored string, when it is not Token
+	Error  string   `json:"error,omitempty"`
 }
 
 const (
-	stateHeld  = "held"
-	stateFree  = "free"
-	stateError = "error"
+	stateHeld    = "held"
+	stateFree    = "free"
+	stateForeign = "foreign"
+	stateError   = "error"
+
+	layoutOwner   = "owner"
+	layoutForeign = "foreign"
 )
 
-// queryStatus asks every node at once, each for at most cfg.timeout.
-func queryStatus(ctx context.Context, rcs []*redis.Client, specs []nodeSpec, cfg statusConfig) *statusReport {
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	defer cancel()
-	rkey := cfg.prefix + cfg.key
-	rep := &statusReport{Key: cfg.key, Quorum: len(rcs)/2 + 1, Nodes: make([]nodeStatus, len(rcs))}
-	var wg sync.WaitGroup
-	for i, rc := range rcs {
-		wg.Go(func() {
-			rep.Nodes[i] = queryNode(ctx, rc, rkey)
-			rep.Nodes[i].Index = i
-			rep.Nodes[i].Addr = nodeAddr(specs[i])
-		})
+// newStatusReport turns what Inspect found into a report.
+func newStatusReport(h *redlock.Holding, specs []nodeSpec) *statusReport {
+	rep := &statusReport{
+		Key: h.Key, Quorum: h.Quorum, Nodes: make([]nodeStatus, len(h.Nodes)),
+		Held: h.Held, Token: h.Token, Label: h.Label, Owner: h.Owner, Count: h.Count,
+		RemainingMS: h.Remaining.Milliseconds(), NoExpiry: h.NoExpiry,
 	}
-	wg.Wait()
-
-	counts := map[string]int{}
-	for _, n := range rep.Nodes {
-		if n.State == stateHeld {
-			counts[n.Token]++
-			if c := counts[n.Token]; c > rep.HeldOn {
-				rep.Holder, rep.HeldOn = n.Token, c
+	if len(h.Tokens) > 1 {
+		rep.Tokens = h.Tokens
+	}
+	for i, n := range h.Nodes {
+		ns := nodeStatus{Index: n.Index, Addr: n.Addr}
+		if n.Index >= 0 && n.Index < len(specs) {
+			ns.Addr = nodeAddr(specs[n.Index])
+		}
+		switch {
+		case n.Err != nil:
+			ns.State, ns.Error = stateError, n.Err.Error()
+		case n.Layout == layoutForeign:
+			ns.State = stateForeign
+		case n.Held:
+			ns.State = stateHeld
+		default:
+			ns.State = stateFree
+		}
+		if ns.State == stateHeld || ns.State == stateForeign {
+			ns.Layout, ns.Token, ns.Label, ns.Owner, ns.Count = n.Layout, n.Token, n.Label, n.Owner, n.Count
+			if len(n.Tokens) > 1 {
+				ns.Tokens = n.Tokens
+			}
+			ms := int64(-1) // no expiry
+			if n.PTTL >= 0 {
+				ms = n.PTTL.Milliseconds()
+			}
+			ns.PTTL = &ms
+			if n.Value != n.Token {
+				ns.Value = n.Value
 			}
 		}
+		if ns.State != stateError {
+			rep.Answered++
+		}
+		rep.Nodes[i] = ns
 	}
+	rep.Holder, rep.HeldOn = mostHeld(rep.Nodes)
 	return rep
 }
 
-// queryNode reads the key and its PTTL in one transaction, so that both
-// describe the same moment.
-func queryNode(ctx context.Context, rc *redis.Client, rkey string) nodeStatus {
+// holderKey groups the nodes that hold the key for one holder: one value
+// at a plain key, or one owner at an owner lock, as Inspect decides.
+func holderKey(n nodeStatus) string {
+	if n.Layout == layoutOwner {
+		return "o:" + n.Owner
+	}
+	return "v:" + n.Token
+}
+
+// mostHeld returns the token of the holder that the most nodes hold the
+// key for, and their number. Ties go to the holder of the lowest node.
+func mostHeld(nodes []nodeStatus) (string, int) {
 	var (
-		get  *redis.StringCmd
-		pttl *redis.DurationCmd
+		best   string
+		most   int
+		counts = map[string]int{}
 	)
-	_, err := rc.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Get(ctx, rkey)
-		pttl = p.PTTL(ctx, rkey)
-		return nil
-	})
-	if errors.Is(err, redis.Nil) { // from GET: the key is not there
-		return nodeStatus{State: stateFree}
+	for _, n := range nodes {
+		if n.State == stateHeld {
+			k := holderKey(n)
+			counts[k]++
+			if c := counts[k]; c > most {
+				best, most = n.Token, c
+			}
+		}
 	}
-	if err != nil {
-		return nodeStatus{State: stateError, Error: err.Error()}
-	}
-	ms := int64(-1) // PTTL says -1 for a key without expiry
-	if d := pttl.Val(); d >= 0 {
-		ms = d.Milliseconds()
-	}
-	return nodeStatus{State: stateHeld, Token: get.Val(), PTTL: &ms}
+	return best, most
 }
 
 // nodeAddr names a node for the report: its address, and its database when
@@ -194,58 +317,129 @@ func nodeAddr(s nodeSpec) string {
 
 func (r *statusReport) print(w io.Writer) {
 	fmt.Fprintf(w, "key %q on %d nodes (quorum %d)\n", r.Key, len(r.Nodes), r.Quorum)
+	owners := slices.ContainsFunc(r.Nodes, func(n nodeStatus) bool { return n.Owner != "" })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NODE\tADDRESS\tSTATE\tPTTL\tTOKEN OR ERROR")
+	if owners {
+		fmt.Fprintln(tw, "  NODE\tADDRESS\tSTATE\tPTTL\tLAYOUT\tTOKEN\tLABEL\tOWNER\tCOUNT")
+	} else {
+		fmt.Fprintln(tw, "  NODE\tADDRESS\tSTATE\tPTTL\tLAYOUT\tTOKEN\tLABEL")
+	}
 	for _, n := range r.Nodes {
-		switch n.State {
-		case stateHeld:
-			ttl := "no expiry"
+		if n.State == stateError {
+			// The error is the last cell, so it does not widen the
+			// columns it runs over.
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", n.Index, n.Addr, n.State, n.Error)
+			continue
+		}
+		ttl := "-"
+		if n.PTTL != nil {
+			ttl = "no expiry"
 			if *n.PTTL >= 0 {
 				ttl = (time.Duration(*n.PTTL) * time.Millisecond).String()
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", n.Index, n.Addr, n.State, ttl, printable(n.Token))
-		case stateFree:
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t-\t-\n", n.Index, n.Addr, n.State)
-		default:
-			// The error takes the token's place; the last cell does not
-			// widen its column.
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t-\t%s\n", n.Index, n.Addr, n.State, n.Error)
 		}
+		token := cell(shortToken(n.Token, n.Label))
+		if len(n.Tokens) > 1 {
+			token += fmt.Sprintf(" (+%d)", len(n.Tokens)-1)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s", n.Index, n.Addr, n.State, ttl, cell(n.Layout), token, cell(n.Label))
+		if owners {
+			count := "-"
+			if n.Owner != "" {
+				count = strconv.FormatInt(n.Count, 10)
+			}
+			fmt.Fprintf(tw, "\t%s\t%s", cell(n.Owner), count)
+		}
+		fmt.Fprintln(tw)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, r.verdict())
 }
 
+// cell is s for a table cell: printable, and "-" when empty.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return printable(s)
+}
+
+// shortToken is token without its label, which the table shows apart: the
+// random id of the acquisition, and its attempt.
+func shortToken(token, label string) string {
+	if label != "" {
+		if t, ok := strings.CutSuffix(token, " "+label); ok {
+			return t
+		}
+	}
+	return token
+}
+
 // verdict sums the report up in one line.
 func (r *statusReport) verdict() string {
-	answered, held := 0, map[string]int{}
+	answered, foreign := 0, 0
+	held := map[string]int{}     // by holderKey
+	names := map[string]string{} // holderKey → how to name the holder
 	for _, n := range r.Nodes {
 		switch n.State {
 		case stateHeld:
-			held[n.Token]++
+			k := holderKey(n)
+			held[k]++
+			if _, ok := names[k]; !ok {
+				names[k] = holderName(n.Token, n.Label, n.Owner)
+			}
+			answered++
+		case stateForeign:
+			foreign++
 			answered++
 		case stateFree:
 			answered++
 		}
 	}
-	failed := ""
+	var notes string
 	if f := len(r.Nodes) - answered; f > 0 {
-		failed = fmt.Sprintf("; %d of %d nodes did not answer", f, len(r.Nodes))
+		notes = fmt.Sprintf("; %d of %d nodes did not answer", f, len(r.Nodes))
+	}
+	if foreign > 0 {
+		notes += fmt.Sprintf("; %d of %d nodes hold a value at the key that is not a lock", foreign, len(r.Nodes))
 	}
 	switch {
-	case r.HeldOn >= r.Quorum:
-		return fmt.Sprintf("held by %s on %d of %d nodes (quorum %d)%s", printable(r.Holder), r.HeldOn, len(r.Nodes), r.Quorum, failed)
+	case r.Held:
+		who := holderName(r.Token, r.Label, r.Owner)
+		if r.Owner != "" {
+			who += fmt.Sprintf(", count %d", r.Count)
+		}
+		until := "for " + (time.Duration(r.RemainingMS) * time.Millisecond).String() + " more at least"
+		if r.NoExpiry {
+			until = "with no expiry"
+		}
+		return fmt.Sprintf("held by %s on %d of %d nodes (quorum %d), %s%s", who, r.HeldOn, len(r.Nodes), r.Quorum, until, notes)
 	case len(held) > 0:
 		var parts []string
-		for tok, n := range held {
-			parts = append(parts, fmt.Sprintf("%s on %d", printable(tok), n))
+		for k, n := range held {
+			parts = append(parts, fmt.Sprintf("%s on %d", names[k], n))
 		}
 		slices.Sort(parts)
-		return fmt.Sprintf("not held by a quorum (%d): %s of %d nodes%s", r.Quorum, strings.Join(parts, ", "), len(r.Nodes), failed)
+		return fmt.Sprintf("not held by a quorum (%d): %s of %d nodes%s", r.Quorum, strings.Join(parts, ", "), len(r.Nodes), notes)
 	case answered == 0:
 		return fmt.Sprintf("unknown: none of the %d nodes answered", len(r.Nodes))
+	case answered < r.Quorum:
+		return fmt.Sprintf("unknown: free on the %d of %d nodes that answered, fewer than the quorum of %d%s", answered, len(r.Nodes), r.Quorum, notes)
 	}
-	return fmt.Sprintf("free on every node that answered (%d of %d)%s", answered, len(r.Nodes), failed)
+	return fmt.Sprintf("free on every node that answered (%d of %d)%s", answered, len(r.Nodes), notes)
+}
+
+// holderName names a holder: its token up to the label, and the label when
+// there is one; for an owner lock, the owner first.
+func holderName(token, label, owner string) string {
+	name := printable(shortToken(token, label))
+	if label != "" {
+		name += " (" + printable(label) + ")"
+	}
+	if owner != "" {
+		name = "owner " + printable(owner) + ", token " + name
+	}
+	return name
 }
 
 // printable quotes a token that is not plain printable text, such as the
