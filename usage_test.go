@@ -274,3 +274,35 @@ func TestReadOnlyNodeIsLoggedOnce(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "read-only replica") }, 5*time.Second, time.Millisecond, "log: %s", logs.String())
 	require.Equal(t, 1, strings.Count(logs.String(), "read-only replica"), "logged once: %s", logs.String())
 }
+
+// TestRealWrongTypeIsNamed: on real redis-servers, a list at the key is
+// named for TryLock's SET NX (through TYPE) and for Lock's later attempts,
+// whose SET ... GET gets WRONGTYPE, and an owner lock's hash is not.
+func TestRealWrongTypeIsNamed(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.StartN(t, 3, redistest.Options{})
+	c := realClients(t, srv, 1, WithRetryDelay(time.Millisecond, 5*time.Millisecond))[0]
+	for _, s := range srv[:2] {
+		require.NoError(t, s.NewClient(t).RPush(t.Context(), "real-jobs", "a").Err())
+	}
+	_, err := c.TryLock(t.Context(), "real-jobs")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, ErrWrongType)
+	require.Contains(t, err.Error(), "wrong type at the key (not a lock): nodes 0,1")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, err = c.Lock(ctx, "real-jobs")
+	require.ErrorIs(t, err, ErrWrongType)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	require.Zero(t, qe.Stats.Failed, "WRONGTYPE is a no, not a failure: %v", err)
+
+	o, err := c.TryLock(t.Context(), "real-owned", WithOwner("a"))
+	require.NoError(t, err)
+	_, err = c.TryLock(t.Context(), "real-owned")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.NotErrorIs(t, err, ErrWrongType, "an owner lock is a lock")
+	require.NoError(t, o.Unlock(t.Context()))
+}
