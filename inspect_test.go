@@ -34,20 +34,22 @@ func TestLabelIsStoredAfterTheToken(t *testing.T) {
 	require.NoError(t, l.Unlock(t.Context()))
 	eventually(t, ms, "lbl", "")
 
-	// A call's label replaces the Client's.
-	l, err = c.TryLock(t.Context(), "lbl", WithLabel("job 7"))
+	// A call's label replaces the Client's. Each case has a key of its
+	// own: Unlock returns at its quorum, so a slower node may still hold
+	// the last case's value.
+	l, err = c.TryLock(t.Context(), "lbl-call", WithLabel("job 7"))
 	require.NoError(t, err)
 	require.True(t, labelled(l.Token(), "job 7"), "got token %q, want the call's label", l.Token())
-	eventually(t, ms, "lbl", l.Token())
+	eventually(t, ms, "lbl-call", l.Token())
 	require.NoError(t, l.Unlock(t.Context()))
 
 	// Without a label nothing follows the UUID: no separator either.
 	plain := newClient(t, cs)
-	l, err = plain.TryLock(t.Context(), "lbl")
+	l, err = plain.TryLock(t.Context(), "lbl-plain")
 	require.NoError(t, err)
 	require.NotContains(t, l.Token(), labelSep)
 	require.True(t, isAttemptName(l.Token()), "got token %q, want a bare UUID", l.Token())
-	eventually(t, ms, "lbl", l.Token())
+	eventually(t, ms, "lbl-plain", l.Token())
 	require.NoError(t, l.Unlock(t.Context()))
 
 	// An owner lock keeps the label in its hold's field, with the token.
