@@ -306,3 +306,23 @@ func TestRealWrongTypeIsNamed(t *testing.T) {
 	require.NotErrorIs(t, err, ErrWrongType, "an owner lock is a lock")
 	require.NoError(t, o.Unlock(t.Context()))
 }
+
+// TestBadLabelsAreRefused: a label is a short, printable description.
+func TestBadLabelsAreRefused(t *testing.T) {
+	_, cs := minis(t, 3)
+	for _, bad := range []struct{ label, want string }{
+		{strings.Repeat("x", MaxLabelLen+1), "longer than the 128 allowed"},
+		{"job\n7", "control character"},
+		{"\xff", "not valid UTF-8"},
+	} {
+		_, err := New(cs, WithLabel(bad.label))
+		require.ErrorIs(t, err, ErrInvalidOption, "%q", bad.label)
+		require.Contains(t, err.Error(), bad.want, "%q", bad.label)
+	}
+	c := newClient(t, cs)
+	_, err := c.TryLock(t.Context(), "bad-label", WithLabel("a\tb"))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	l, err := c.TryLock(t.Context(), "good-label", WithLabel(strings.Repeat("é", MaxLabelLen/2)))
+	require.NoError(t, err, "128 bytes of UTF-8 are allowed")
+	require.NoError(t, l.Unlock(t.Context()))
+}
