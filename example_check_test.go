@@ -46,3 +46,30 @@ func ExampleClient_Check() {
 	// worst: warning
 	// passed: 16 info: 20
 }
+
+// Report.Worst suits a start-up gate or a health check: refuse to run on a
+// deployment with a critical finding, and log the rest.
+func ExampleReport_Worst() {
+	clients, stop := startNodes()
+	defer stop()
+	c, err := redlock.New(clients)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	report, err := c.Check(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	switch w := report.Worst(); {
+	case w >= redlock.SeverityCritical:
+		log.Fatalf("redlock deployment unsafe:\n%s", report)
+	case w >= redlock.SeverityWarning:
+		fmt.Println("starting, with warnings:", w)
+	default:
+		fmt.Println("starting")
+	}
+	// Output:
+	// starting, with warnings: warning
+}

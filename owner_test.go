@@ -93,7 +93,9 @@ func TestOwnerExpiryInTheMiddleOfNesting(t *testing.T) {
 	for _, m := range ms {
 		m.ClockTTL(true)
 	}
-	c := newClient(t, cs, WithTTL(200*time.Millisecond), WithNodeTimeout(50*time.Millisecond))
+	// A TTL long enough that a loaded machine does not see it run out
+	// between the acquisitions and the check.
+	c := newClient(t, cs, WithTTL(2*time.Second), WithNodeTimeout(50*time.Millisecond))
 	outer, err := c.TryLock(t.Context(), "nest", WithOwner("x"))
 	require.NoError(t, err)
 	inner, err := c.TryLock(t.Context(), "nest", WithOwner("x"))
@@ -103,7 +105,14 @@ func TestOwnerExpiryInTheMiddleOfNesting(t *testing.T) {
 	if err == nil {
 		_ = short.Unlock(t.Context())
 	}
-	require.Greater(t, ms[0].TTL("nest"), 50*time.Millisecond)
+	holding := 0
+	for i, m := range ms {
+		if m.Exists("nest") {
+			holding++
+			require.Greater(t, m.TTL("nest"), time.Second, "node %d: the nested 60ms TTL shortened the lock", i)
+		}
+	}
+	require.GreaterOrEqual(t, holding, 3)
 
 	// Nobody extends: the key expires while nested.
 	<-outer.Done()
