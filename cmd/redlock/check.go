@@ -96,18 +96,14 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "redlock check: %v\n(redlock help check prints the flags)\n", err)
 		return exitUsage
 	}
-	rcs := dial(specs)
-	defer closeAll(rcs)
-	client, err := redlock.New(universal(rcs),
+	client, done, code := connect("check", specs, stderr,
 		redlock.WithNodeTimeout(cfg.timeout),
 		redlock.WithTTL(cfg.ttl),
 		redlock.WithPubSub(false))
-	if err != nil {
-		// The same server given twice.
-		fmt.Fprintf(stderr, "redlock check: %v\n", err)
-		return exitUsage
+	if client == nil {
+		return code
 	}
-	defer client.Close()
+	defer done()
 
 	// The ctx outlasts Check's own wait for the nodes (the node timeout,
 	// at least 500ms, and 100ms between two clock samples), so that Check
@@ -130,7 +126,7 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	} else {
 		out.print(stdout, cfg.verbose)
 	}
-	code := out.exitCode()
+	code = out.exitCode()
 	if code == exitUnavailable {
 		fmt.Fprintf(stderr, "redlock check: %d of %d nodes answered, fewer than the quorum of %d; exiting %d\n",
 			out.Checked, len(out.Nodes), out.Quorum, exitUnavailable)

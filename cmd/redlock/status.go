@@ -103,15 +103,11 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "redlock status: %v\n(redlock help status prints the flags)\n", err)
 		return exitUsage
 	}
-	rcs := dial(specs)
-	defer closeAll(rcs)
-	client, err := redlock.New(universal(rcs), cfg.options()...)
-	if err != nil {
-		// The same server given twice.
-		fmt.Fprintf(stderr, "redlock status: %v\n", err)
-		return exitUsage
+	client, done, code := connect("status", specs, stderr, cfg.options()...)
+	if client == nil {
+		return code
 	}
-	defer client.Close()
+	defer done()
 
 	// The ctx outlasts the node timeout, so that Inspect reports a node
 	// that does not answer rather than giving up on them all.
@@ -169,6 +165,24 @@ func (c *statusConfig) options() []redlock.Option {
 }
 
 // universal returns rcs as the interface redlock.New takes.
+// connect dials the nodes and builds a Client on them for the command cmd.
+// done closes both. When New refuses the nodes (the same server given
+// twice), it says why on stderr and returns a nil Client and the exit
+// status.
+func connect(cmd string, specs []nodeSpec, stderr io.Writer, opts ...redlock.Option) (c *redlock.Client, done func(), code int) {
+	rcs := dial(specs)
+	c, err := redlock.New(universal(rcs), opts...)
+	if err != nil {
+		closeAll(rcs)
+		fmt.Fprintf(stderr, "redlock %s: %v\n", cmd, err)
+		return nil, nil, exitUsage
+	}
+	return c, func() {
+		_ = c.Close()
+		closeAll(rcs)
+	}, exitOK
+}
+
 func universal(rcs []*redis.Client) []redis.UniversalClient {
 	conns := make([]redis.UniversalClient, len(rcs))
 	for i, rc := range rcs {
