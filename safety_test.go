@@ -405,6 +405,10 @@ func TestExtendCannotReviveAnEndedLock(t *testing.T) {
 	t.Cleanup(g.release)
 	l, err := c.TryLock(t.Context(), "revive")
 	require.NoError(t, err)
+	// TryLock returns at its quorum: an acquire still out would share the
+	// Extend's batch, and the gate would hold its reply too, so that the
+	// Unlock would wait for it.
+	settled(t, l)
 	before := l.Until()
 	done := make(chan error, 1)
 	go func() { done <- l.Extend(context.Background()) }()
@@ -421,6 +425,23 @@ func TestExtendCannotReviveAnEndedLock(t *testing.T) {
 	require.Equal(t, before, l.Until(), "Extend moved Until of an unlocked lock")
 	require.ErrorIs(t, l.Err(), ErrUnlocked)
 	require.ErrorIs(t, l.Extend(t.Context()), ErrNotHeld)
+}
+
+// settled waits until no acquire request of l's attempt is in flight on
+// any node.
+func settled(t *testing.T, l *Lock) {
+	t.Helper()
+	at := l.att
+	require.Eventually(t, func() bool {
+		at.a.mu.Lock()
+		defer at.a.mu.Unlock()
+		for _, n := range at.inflight {
+			if n > 0 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "acquire requests still in flight")
 }
 
 // hungServer accepts connections and never answers, like a node stopped
