@@ -225,6 +225,10 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	if o.yes >= t.quorum && o.ctxErr == nil && !ok {
 		reason = "no validity left"
 	}
+	if ok && t.permits > 0 && permitsRefused(o.votes) {
+		// A node's holders count other permits: neither bound holds.
+		ok, reason = false, "semaphore permits disagree"
+	}
 	// From here on, a reply of the acquire round goes to the late handler.
 	// The ones that came in between are counted now, while the attempt is
 	// still deciding, so that the fence write-back sees them; the yes

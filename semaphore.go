@@ -96,10 +96,11 @@ func (s *Semaphore) Quorum() int { return s.quorum }
 //
 // On failure every node that may hold our permit is told to release it,
 // including those that had not answered. The error matches ErrNotAcquired
-// (and ctx.Err() when ctx ended the wait), as Lock's does. When a node's
-// holders use a different number of permits, Acquire stops at once with
-// an error that matches ErrPermitsMismatch and ErrNotAcquired, and names
-// both numbers.
+// (and ctx.Err() when ctx ended the wait), as Lock's does. When a node
+// that answered holds live holders that use a different number of permits,
+// the attempt fails even if a quorum said yes, and Acquire stops at once
+// with an error that matches ErrPermitsMismatch and ErrNotAcquired, and
+// names both numbers: waiting would not help.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lock, error) {
 	return s.acquire(ctx, opts, true)
 }
@@ -172,6 +173,16 @@ func permitsErr(t *target, err error) error {
 	}
 	return fmt.Errorf("%w: key %q is held with %d permits, this semaphore has %d",
 		ErrPermitsMismatch, t.rkeys[0], theirs, t.permits)
+}
+
+// permitsRefused reports whether a node refused for disagreeing permits.
+func permitsRefused(votes []NodeVote) bool {
+	for _, v := range votes {
+		if errors.Is(v.Err, ErrPermitsMismatch) {
+			return true
+		}
+	}
+	return false
 }
 
 // permitsMismatch returns the error of an attempt that a node refused for

@@ -48,35 +48,17 @@ func TestSemaphoreQuorumIsTightByPigeonhole(t *testing.T) {
 }
 
 // spreadable reports whether k+1 holders, each on q of n nodes, can be
-// placed so that no node counts more than k of them. Greedy is exact here:
-// putting each holder on the q least loaded nodes is optimal.
+// placed so that no node counts more than k of them. Round-robin placement
+// (holder j on nodes j·q, j·q+1, ... mod n) is optimal: it loads no node
+// more than ceil((k+1)·q/n), which every placement reaches somewhere.
 func spreadable(n, k, q int) bool {
 	load := make([]int, n)
-	for range k + 1 {
-		for range q {
-			best := 0
-			for i := range load {
-				if load[i] < load[best] {
-					best = i
-				}
-			}
-			load[best]++
-			// Each holder uses distinct nodes: mark by a large bump,
-			// undone below.
-			load[best] += 1000
-		}
-		for i := range load {
-			if load[i] >= 1000 {
-				load[i] -= 1000
-			}
+	for j := range k + 1 {
+		for i := range q {
+			load[(j*q+i)%n]++
 		}
 	}
-	for _, l := range load {
-		if l > k {
-			return false
-		}
-	}
-	return true
+	return slices.Max(load) <= k
 }
 
 func TestSemaphoreRefusesBadPermitsAndOptions(t *testing.T) {
@@ -182,7 +164,7 @@ func TestSemaphoreExpiredHoldersDoNotCount(t *testing.T) {
 }
 
 func TestSemaphorePermitsMustAgree(t *testing.T) {
-	_, cs := minis(t, 5)
+	ms, cs := minis(t, 5)
 	c := newClient(t, cs)
 	two, err := c.Semaphore("sem-agree", 2)
 	require.NoError(t, err)
@@ -205,6 +187,17 @@ func TestSemaphorePermitsMustAgree(t *testing.T) {
 	l, err = three.TryAcquire(t.Context())
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(t.Context()))
+
+	// Two nodes whose holders count 3 permits are enough to refuse.
+	future := time.Now().Add(time.Hour).UnixMilli()
+	for _, m := range ms[:2] {
+		placeHolder(t, m, "sem-agree-minority", "other", 3, future)
+	}
+	s, err := c.Semaphore("sem-agree-minority", 2)
+	require.NoError(t, err)
+	_, err = s.TryAcquire(t.Context())
+	require.ErrorIs(t, err, ErrPermitsMismatch)
+	require.ErrorContains(t, err, `key "sem-agree-minority" is held with 3 permits, this semaphore has 2`)
 }
 
 func TestSemaphorePermitExtendsAndUnlocks(t *testing.T) {
