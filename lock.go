@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// Lock is a held lock, returned by Client.Lock and Client.TryLock. It is safe
+// Lock is a held lock, returned by Client.Lock and Client.TryLock, or a
+// semaphore's permit, returned by Semaphore.Acquire and TryAcquire. It is safe
 // for concurrent use: Extend and Unlock may run from different goroutines.
 // It must not be copied.
 type Lock struct {
