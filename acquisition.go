@@ -194,7 +194,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	}
 	o := c.fanout(ctx, &spec{
 		op:      OpLock,
-		quorum:  c.quorum,
+		quorum:  t.quorum,
 		timeout: cfg.nodeTimeout,
 		life:    cfg.releaseTimeout(),
 		skip:    at.reserve(func(int) bool { return true }),
@@ -216,14 +216,18 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		}
 	}
 
-	st := o.stats(OpLock, strings.Join(a.keys, ","), c.quorum)
+	st := o.stats(OpLock, strings.Join(a.keys, ","), t.quorum)
 	st.Drift = clockDrift(ttl, cfg.driftFactor)
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 	// The lock needs both: a quorum, and time left to use it.
-	ok := o.yes >= c.quorum && st.Validity > 0 && o.ctxErr == nil
+	ok := o.yes >= t.quorum && st.Validity > 0 && o.ctxErr == nil
 	reason := ""
-	if o.yes >= c.quorum && o.ctxErr == nil && !ok {
+	if o.yes >= t.quorum && o.ctxErr == nil && !ok {
 		reason = "no validity left"
+	}
+	if ok && t.permits > 0 && permitsRefused(o.votes) {
+		// A node's holders count other permits: neither bound holds.
+		ok, reason = false, "semaphore permits disagree"
 	}
 	// From here on, a reply of the acquire round goes to the late handler.
 	// The ones that came in between are counted now, while the attempt is
@@ -330,7 +334,7 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 	a.mu.Unlock()
 	o := c.fanout(ctx, &spec{
 		op:      OpLock,
-		quorum:  c.quorum,
+		quorum:  t.quorum,
 		timeout: a.cfg.nodeTimeout,
 		life:    a.cfg.releaseTimeout(),
 		skip:    func(i int) error { return skip[i] },
@@ -364,7 +368,7 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 	}
 	st.Elapsed = o.end.Sub(start)
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
-	return o.yes >= c.quorum && st.Validity > 0 && o.ctxErr == nil, o.ctxErr
+	return o.yes >= t.quorum && st.Validity > 0 && o.ctxErr == nil, o.ctxErr
 }
 
 // acquireReply reports whether node i's acquire reply has come, and
@@ -689,14 +693,16 @@ func (a *acquisition) abandon(last *QuorumError, ctxErr error) error {
 			reason = ""
 		}
 		return &QuorumError{
-			Stats:    Stats{Op: OpLock, Key: strings.Join(a.keys, ","), Quorum: a.c.quorum},
+			Stats:    Stats{Op: OpLock, Key: strings.Join(a.keys, ","), Quorum: a.t.quorum},
 			Reason:   reason,
 			sentinel: ErrNotAcquired,
 			ctxErr:   ctxErr,
 		}
 	}
 	last.ctxErr = ctxErr
-	if !errors.Is(ctxErr, ErrClosed) {
+	if !errors.Is(ctxErr, ErrClosed) && a.t.permits == 0 {
+		// TODO(#14): a semaphore's no may come from its own sorted set,
+		// which the type probe would take for foreign data.
 		a.nameWrongTypes(&last.Stats)
 	}
 	return last

@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// Lock is a held lock, returned by Client.Lock and Client.TryLock. It is safe
+// Lock is a held lock, returned by Client.Lock and Client.TryLock, or a
+// semaphore's permit, returned by Semaphore.Acquire and TryAcquire. It is safe
 // for concurrent use: Extend and Unlock may run from different goroutines.
 // It must not be copied.
 type Lock struct {
@@ -134,7 +135,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
-		return &QuorumError{Stats: Stats{Op: OpUnlock, Key: l.name(), Quorum: c.quorum}, Reason: "already unlocked", sentinel: ErrNotHeld}
+		return &QuorumError{Stats: Stats{Op: OpUnlock, Key: l.name(), Quorum: l.t.quorum}, Reason: "already unlocked", sentinel: ErrNotHeld}
 	}
 	l.released = true
 	// A lock that was lost, or whose validity has ended, is known not to
@@ -161,7 +162,7 @@ func (l *Lock) release(ctx context.Context, over bool) error {
 	jobs := make([]releaseJob, len(c.nodes))
 	o := c.fanout(ctx, &spec{
 		op:      OpUnlock,
-		quorum:  c.quorum,
+		quorum:  l.t.quorum,
 		timeout: l.cfg.releaseTimeout(),
 		start: func(ctx context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
@@ -187,11 +188,11 @@ func (l *Lock) release(ctx context.Context, over bool) error {
 		},
 	})
 	o.finish(nil)
-	st := o.stats(OpUnlock, l.name(), c.quorum)
+	st := o.stats(OpUnlock, l.name(), l.t.quorum)
 	l.mu.Lock()
 	l.stats = st
 	l.mu.Unlock()
-	if o.yes >= c.quorum {
+	if o.yes >= l.t.quorum {
 		// Wake this Client's next waiter now: the announcement may not
 		// come, since its attempt, woken by the last release, did not
 		// mark the keys.
@@ -200,7 +201,7 @@ func (l *Lock) release(ctx context.Context, over bool) error {
 		return nil
 	}
 	qe := &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
-	if !over && len(c.nodes)-o.no >= c.quorum {
+	if !over && len(c.nodes)-o.no >= l.t.quorum {
 		// Too few said no to know the lock was not held: the others
 		// failed or did not answer in time.
 		qe.sentinel = ErrUnconfirmed
@@ -251,7 +252,7 @@ func (l *Lock) Extend(ctx context.Context, opts ...Option) error {
 	until, released, ended := l.until, l.released, l.err
 	l.mu.Unlock()
 	fail := func(reason string) error {
-		err := &QuorumError{Stats: Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum}, Reason: reason, sentinel: ErrNotHeld}
+		err := &QuorumError{Stats: Stats{Op: OpExtend, Key: l.name(), Quorum: l.t.quorum}, Reason: reason, sentinel: ErrNotHeld}
 		c.observeExtend(err.Stats, err)
 		return err
 	}
@@ -269,7 +270,7 @@ func (l *Lock) Extend(ctx context.Context, opts ...Option) error {
 	ttl, ok := l.extendTTL(start)
 	if !ok {
 		err := chain(ErrNotHeld, fmt.Errorf("%w: lock %q cannot be held past %v", ErrMaxHold, l.name(), l.holdEnd.Sub(l.acquired)))
-		c.observeExtend(Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum}, err)
+		c.observeExtend(Stats{Op: OpExtend, Key: l.name(), Quorum: l.t.quorum}, err)
 		return err
 	}
 	if err := c.enter(); err != nil {
@@ -283,14 +284,14 @@ func (l *Lock) Extend(ctx context.Context, opts ...Option) error {
 	timeout := min(cfg.nodeTimeout, until.Sub(start))
 	o := c.fanout(ctx, &spec{
 		op:      OpExtend,
-		quorum:  c.quorum,
+		quorum:  l.t.quorum,
 		timeout: timeout,
 		start: func(_ context.Context, lg *leg) {
 			lg.n.pipe.submit(&extendJob{leg: *lg, l: l, ttl: ttl})
 		},
 	})
 	o.finish(nil)
-	st := o.stats(OpExtend, l.name(), c.quorum)
+	st := o.stats(OpExtend, l.name(), l.t.quorum)
 	st.Drift = clockDrift(ttl, cfg.driftFactor)
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 
@@ -341,7 +342,7 @@ func (l *Lock) settleExtend(o *outcome, st Stats, start, until time.Time, ttl ti
 		// The caller gave up before any node said no: nothing says the
 		// lock is lost.
 		return &QuorumError{Stats: st, sentinel: errExtendInterrupted, ctxErr: o.ctxErr}
-	case o.ctxErr != nil || o.yes < c.quorum:
+	case o.ctxErr != nil || o.yes < l.t.quorum:
 		return &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
 	case !o.end.Before(until):
 		return &QuorumError{Stats: st, Reason: "validity ended before the quorum answered", sentinel: ErrNotHeld}

@@ -37,9 +37,10 @@ func (c *Client) target(keys []string, cfg *config) (*target, error) {
 		return nil, fmt.Errorf("%w: no keys given", ErrInvalidOption)
 	}
 	t := &target{
-		rkeys: make([]string, len(keys)),
-		id:    uuid.NewString(),
-		owner: cfg.owner,
+		rkeys:  make([]string, len(keys)),
+		id:     uuid.NewString(),
+		owner:  cfg.owner,
+		quorum: c.quorum,
 	}
 	seen := make(map[string]int, len(keys))
 	for i, k := range keys {

@@ -32,6 +32,21 @@ var (
 	fenceLua    string
 	fenceSrc    = holdsLua + fenceLua
 	fenceScript = redis.NewScript(fenceSrc)
+
+	//go:embed semacquire.lua
+	semAcquireLua    string
+	semAcquireSrc    = holdsLua + semAcquireLua
+	semAcquireScript = redis.NewScript(semAcquireSrc)
+
+	//go:embed semrelease.lua
+	semReleaseLua    string
+	semReleaseSrc    = holdsLua + semReleaseLua
+	semReleaseScript = redis.NewScript(semReleaseSrc)
+
+	//go:embed semextend.lua
+	semExtendLua    string
+	semExtendSrc    = holdsLua + semExtendLua
+	semExtendScript = redis.NewScript(semExtendSrc)
 )
 
 // target is what one acquisition holds on every node: its keys, id, and
@@ -42,6 +57,12 @@ type target struct {
 	id    string   // the acquisition's random id
 	owner string   // "" for a plain lock
 	fence []string // the keys' fence counters; nil without fencing
+	// quorum is the number of yes votes every round of the target needs:
+	// the Client's majority for a lock, more for a semaphore of several
+	// permits (see semaphoreQuorum).
+	quorum int
+	// permits is the number of permits of a semaphore, and 0 for a lock.
+	permits int
 
 	// The same, boxed once for the commands' arguments: rkeys, then
 	// scriptKeys, then owner.
@@ -72,7 +93,16 @@ func (t *target) scriptKeys() []string {
 // plainSingle reports whether the target has the standard wire layout: one
 // plain key, no fence counter.
 func (t *target) plainSingle() bool {
-	return len(t.rkeys) == 1 && t.owner == "" && t.fence == nil
+	return len(t.rkeys) == 1 && t.owner == "" && t.fence == nil && t.permits == 0
+}
+
+// lua returns the lock's script, or sem for a semaphore's permit: both take
+// the same KEYS and ARGV.
+func (t *target) lua(lock, sem *luaScript) *luaScript {
+	if t.permits > 0 {
+		return sem
+	}
+	return lock
 }
 
 // node is one independent Redis master. It is safe for concurrent use.

@@ -54,6 +54,10 @@ type config struct {
 	// lost-replies control uses it to show what go-redis's retries then
 	// leave behind.
 	unsafeRetries bool
+	// majoritySemaphore gives a semaphore the lock's majority quorum
+	// instead of semaphoreQuorum's; the semaphore's negative control uses
+	// it to show more than k holders at once.
+	majoritySemaphore bool
 
 	// nodeTimeoutSet records that the user chose the node timeout, so that a
 	// per-call WithTTL does not replace it with one derived from the new TTL.
@@ -220,6 +224,13 @@ func withSharedValue() Option {
 // go-redis never sent a request twice. See config.unsafeRetries.
 func withUnsafeRetries() Option {
 	return func(c *config) { c.unsafeRetries = true }
+}
+
+// withMajoritySemaphore is a test-only switch: a semaphore uses the
+// majority quorum of a lock, which is not enough. See
+// config.majoritySemaphore.
+func withMajoritySemaphore() Option {
+	return func(c *config) { c.majoritySemaphore = true }
 }
 
 // apply returns base changed by opts, resolved and validated.

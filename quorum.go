@@ -82,7 +82,8 @@ type Stats struct {
 	Op string
 	// Key is the lock key, as given by the caller.
 	Key string
-	// Quorum is the number of yes votes needed: N/2+1 of the configured N.
+	// Quorum is the number of yes votes needed: N/2+1 of the configured N
+	// for a lock, Semaphore.Quorum for a semaphore's permit.
 	Quorum int
 	// Nodes holds each node's vote, in the order given to New.
 	Nodes []NodeVote

@@ -289,6 +289,11 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait
 	if err != nil {
 		return nil, err
 	}
+	return c.acquireTarget(ctx, cfg, keys, t, wait)
+}
+
+// acquireTarget runs the attempts of one Lock, TryLock or semaphore call.
+func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, t *target, wait bool) (*Lock, error) {
 	if err := c.enter(); err != nil {
 		return nil, err
 	}
@@ -354,6 +359,11 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait
 			return l, nil
 		}
 		last = qerr
+		if t.permits > 0 {
+			if err := permitsMismatch(qerr); err != nil {
+				return nil, err
+			}
+		}
 		if qerr.ctxErr != nil || !wait {
 			return nil, a.abandon(qerr, qerr.ctxErr)
 		}

@@ -254,7 +254,7 @@ func minTimeout(locks []*Lock) time.Duration {
 func (l *Lock) settleRenewal(start, end time.Time, ttl time.Duration, yes, no int) {
 	c := l.c
 	drift := clockDrift(ttl, l.cfg.driftFactor)
-	st := Stats{Op: OpExtend, Key: l.name(), Quorum: c.quorum, Yes: yes, No: no,
+	st := Stats{Op: OpExtend, Key: l.name(), Quorum: l.t.quorum, Yes: yes, No: no,
 		Elapsed: end.Sub(start), Drift: drift, Validity: validity(ttl, end.Sub(start), drift)}
 	// The lock is re-queued under l.mu, where end sets l.err before it
 	// removes the lock from the queue: a lock that Unlock or the expiry
@@ -264,8 +264,8 @@ func (l *Lock) settleRenewal(start, end time.Time, ttl time.Duration, yes, no in
 		l.mu.Unlock()
 		return
 	}
-	won := yes >= c.quorum && end.Before(l.until) && st.Validity > 0
-	lostIt := !won && no >= c.quorum
+	won := yes >= l.t.quorum && end.Before(l.until) && st.Validity > 0
+	lostIt := !won && no >= l.t.quorum
 	switch {
 	case won:
 		if next := start.Add(ttl - drift); next.After(l.until) {
@@ -315,7 +315,7 @@ func (j *renewJob) commands(cmds []redis.Cmder) []redis.Cmder {
 		j.cmds = make([]*redis.Cmd, len(j.locks))
 	}
 	for i, l := range j.locks {
-		j.cmds[i] = evalCmd(nil, &luaExtend, j.eval, l.t.kargs, l.att.value.arg, l.t.ownerArg, j.ttls[i].Milliseconds())
+		j.cmds[i] = evalCmd(nil, l.t.lua(&luaExtend, &luaSemExtend), j.eval, l.t.kargs, l.att.value.arg, l.t.ownerArg, j.ttls[i].Milliseconds())
 		cmds = append(cmds, j.cmds[i])
 	}
 	return cmds

@@ -311,6 +311,10 @@ var (
 	luaRelease = luaScript{sha: releaseScript.Hash(), src: releaseSrc}
 	luaExtend  = luaScript{sha: extendScript.Hash(), src: extendSrc}
 	luaFence   = luaScript{sha: fenceScript.Hash(), src: fenceSrc}
+
+	luaSemAcquire = luaScript{sha: semAcquireScript.Hash(), src: semAcquireSrc}
+	luaSemRelease = luaScript{sha: semReleaseScript.Hash(), src: semReleaseSrc}
+	luaSemExtend  = luaScript{sha: semExtendScript.Hash(), src: semExtendSrc}
 )
 
 // evalCmd builds EVALSHA of a script, or EVAL when eval is set, with its
@@ -375,6 +379,10 @@ func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	case cmdSetNX:
 		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx")...)
 	default:
+		if t.permits > 0 {
+			j.cmd = evalCmd(nil, &luaSemAcquire, j.how == cmdEval, t.skargs, semAcquireArgs(t, tk, j.ttl)...)
+			break
+		}
 		j.cmd = evalCmd(nil, &luaAcquire, j.how == cmdEval, t.skargs, acquireArgs(t, tk, j.ttl)...)
 	}
 	cmds = append(cmds, j.cmd)
@@ -445,6 +453,9 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 	default:
 		val, err = j.cmd.Int64()
 	}
+	if j.t.permits > 0 && err != nil {
+		err = permitsErr(j.t, err)
+	}
 	if j.cfg.guard {
 		if qerr := n.guard.observe(n, j.info.Val(), j.info.Err(), j.tm.Val(), j.tm.Err(), sent, recv, c.maxTTL(), j.cfg.driftFactor, c.log); qerr != nil && err == nil && val > 0 {
 			err = qerr
@@ -507,7 +518,7 @@ func (j *releaseJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// once means it did nothing, so the EVAL starts a new count.
 	j.sent.b = j.value.raw
 	j.sent.n.Store(0)
-	j.cmd = evalCmd(j.args[:0], &luaRelease, j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix)
+	j.cmd = evalCmd(j.args[:0], j.t.lua(&luaRelease, &luaSemRelease), j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix)
 	return append(cmds, j.cmd)
 }
 
@@ -556,7 +567,7 @@ func (j *extendJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *extendJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	l := j.l
-	j.cmd = evalCmd(j.args[:0], &luaExtend, j.eval, l.t.kargs, l.att.value.arg, l.t.ownerArg, j.ttl.Milliseconds())
+	j.cmd = evalCmd(j.args[:0], l.t.lua(&luaExtend, &luaSemExtend), j.eval, l.t.kargs, l.att.value.arg, l.t.ownerArg, j.ttl.Milliseconds())
 	return append(cmds, j.cmd)
 }
 
