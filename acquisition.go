@@ -668,7 +668,7 @@ func (at *attempt) awaitIdle(ctx context.Context, i int) bool {
 // mark sets the waiting markers of the keys on node i, without waiting for
 // the reply.
 func (a *acquisition) mark(i int, ttlArg any) {
-	a.c.nodes[i].pipe.submit(&markJob{keys: a.waiting, ttlArg: ttlArg, end: time.Now().Add(a.cfg.releaseTimeout())})
+	a.c.nodes[i].pipe.submit(&markJob{t: a.t, keys: a.waiting, ttlArg: ttlArg, end: time.Now().Add(a.cfg.releaseTimeout())})
 }
 
 // wait marks the acquisition as waiting for its keys' release: from the

@@ -360,7 +360,7 @@ func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// deletes the marker and is announced, and one before them leaves the
 	// key free for the acquire. Either way the waiter hears of it.
 	for _, m := range j.mark {
-		cmds = append(cmds, redis.NewCmd(ctx, "set", m, "1", "px", j.ttlArg))
+		cmds = append(cmds, redis.NewCmd(ctx, markArgs(t, m, j.ttlArg)...))
 	}
 	a := j.args[:0]
 	switch j.how {
@@ -374,6 +374,12 @@ func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
 		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx", "get")...)
 	case cmdSetNX:
 		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx")...)
+	case cmdEvalSha, cmdEval:
+		if t.reader {
+			j.cmd = evalCmd(nil, &luaRLock, j.how == cmdEval, t.kargs, rlockArgs(tk, j.ttlArg, j.cfg)...)
+			break
+		}
+		fallthrough
 	default:
 		j.cmd = evalCmd(nil, &luaAcquire, j.how == cmdEval, t.skargs, acquireArgs(t, tk, j.ttl)...)
 	}
@@ -419,6 +425,11 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 		case redis.HasErrorPrefix(e, "ERR syntax error"):
 			// Redis before 7.0 refuses NX with GET; nothing was set.
 			n.oldSet.Store(true)
+			j.how = cmdEvalSha
+			return true
+		case redis.HasErrorPrefix(e, "WRONGTYPE"):
+			// A hash: a read lock or an owner lock, which SET GET
+			// cannot read. The script answers a plain no there.
 			j.how = cmdEvalSha
 			return true
 		case e != nil:
@@ -507,7 +518,11 @@ func (j *releaseJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// once means it did nothing, so the EVAL starts a new count.
 	j.sent.b = j.value.raw
 	j.sent.n.Store(0)
-	j.cmd = evalCmd(j.args[:0], &luaRelease, j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix)
+	if j.t.reader {
+		j.cmd = evalCmd(j.args[:0], &luaRUnlock, j.eval, j.t.kargs, &j.sent, j.prefix)
+	} else {
+		j.cmd = evalCmd(j.args[:0], &luaRelease, j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix)
+	}
 	return append(cmds, j.cmd)
 }
 
@@ -556,7 +571,7 @@ func (j *extendJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *extendJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	l := j.l
-	j.cmd = evalCmd(j.args[:0], &luaExtend, j.eval, l.t.kargs, l.att.value.arg, l.t.ownerArg, j.ttl.Milliseconds())
+	j.cmd = l.t.extendCmd(j.args[:0], j.eval, l.att.value.arg, j.ttl)
 	return append(cmds, j.cmd)
 }
 
@@ -607,6 +622,7 @@ func (j *fenceJob) done(time.Time, time.Time) bool {
 // there), so that the holder's release is announced there too. Nobody
 // waits for its reply.
 type markJob struct {
+	t      *target
 	keys   []string
 	ttlArg any
 	end    time.Time
@@ -617,7 +633,7 @@ func (j *markJob) fail(error)          {}
 
 func (j *markJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	for _, m := range j.keys {
-		cmds = append(cmds, redis.NewCmd(context.Background(), "set", m, "1", "px", j.ttlArg))
+		cmds = append(cmds, redis.NewCmd(context.Background(), markArgs(j.t, m, j.ttlArg)...))
 	}
 	return cmds
 }
