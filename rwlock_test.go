@@ -306,5 +306,3 @@ func TestRLockRefusesOwnerAndFencing(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidOption)
 	}
 }
-
-
