@@ -306,3 +306,55 @@ func TestRLockRefusesOwnerAndFencing(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidOption)
 	}
 }
+
+func TestRDoReadersRunTogether(t *testing.T) {
+	_, cs := minis(t, 5)
+	const key = "rw:do"
+	c := newClient(t, cs, WithTTL(5*time.Second))
+	var entered sync.WaitGroup
+	entered.Add(2)
+	leave := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			errs[i] = c.RDo(t.Context(), key, func(ctx context.Context) error {
+				// Both readers are inside at once before either leaves.
+				entered.Done()
+				<-leave
+				return nil
+			})
+		})
+	}
+	entered.Wait()
+	_, err := c.TryLock(t.Context(), key)
+	require.ErrorIs(t, err, ErrNotAcquired, "writer while two RDo readers run")
+	close(leave)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "RDo %d", i)
+	}
+	w, err := c.Lock(t.Context(), key)
+	require.NoError(t, err, "writer after the RDo readers returned")
+	require.NoError(t, w.Unlock(t.Context()))
+}
+
+func TestRLockAfterScriptFlush(t *testing.T) {
+	_, cs := realNodes(t, 5)
+	const key = "rw:noscript"
+	c := newClient(t, cs, WithTTL(5*time.Second))
+	r, err := c.TryRLock(t.Context(), key)
+	require.NoError(t, err)
+	for _, rc := range cs {
+		require.NoError(t, rc.ScriptFlush(context.Background()).Err())
+	}
+	require.NoError(t, r.Extend(t.Context()), "extend after NOSCRIPT")
+	r2, err := c.TryRLock(t.Context(), key)
+	require.NoError(t, err, "acquire after NOSCRIPT")
+	for _, rc := range cs {
+		require.NoError(t, rc.ScriptFlush(context.Background()).Err())
+	}
+	require.NoError(t, r.Unlock(t.Context()), "unlock after NOSCRIPT")
+	require.NoError(t, r2.Unlock(t.Context()))
+	eventuallyGone(t, cs, key)
+}
