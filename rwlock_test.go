@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -357,4 +358,71 @@ func TestRLockAfterScriptFlush(t *testing.T) {
 	require.NoError(t, r.Unlock(t.Context()), "unlock after NOSCRIPT")
 	require.NoError(t, r2.Unlock(t.Context()))
 	eventuallyGone(t, cs, key)
+}
+
+func TestRWMixedReadersAndWritersNeverOverlap(t *testing.T) {
+	rwBackends(t, func(t *testing.T, cs []redis.UniversalClient) {
+		const key, workers, rounds = "rw:mixed", 8, 25
+		var (
+			mu               sync.Mutex
+			readers, writers int
+			maxReaders       int
+		)
+		enter := func(write bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if write {
+				writers++
+				if writers != 1 || readers != 0 {
+					t.Errorf("writer in with %d writers and %d readers: want it alone", writers, readers)
+				}
+				return
+			}
+			readers++
+			maxReaders = max(maxReaders, readers)
+			if writers != 0 {
+				t.Errorf("reader in with %d writers: want none", writers)
+			}
+		}
+		leave := func(write bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if write {
+				writers--
+			} else {
+				readers--
+			}
+		}
+		var wg sync.WaitGroup
+		for g := range workers {
+			// Each worker is its own Client, as separate processes are.
+			c := newClient(t, cs, WithTTL(10*time.Second), WithRetryDelay(time.Millisecond, 5*time.Millisecond))
+			wg.Go(func() {
+				rnd := rand.New(rand.NewPCG(14, uint64(g)))
+				for range rounds {
+					write := rnd.IntN(4) == 0
+					var l *Lock
+					var err error
+					if write {
+						l, err = c.Lock(t.Context(), key)
+					} else {
+						l, err = c.RLock(t.Context(), key)
+					}
+					if err != nil {
+						t.Errorf("write=%v: %v", write, err)
+						return
+					}
+					enter(write)
+					time.Sleep(time.Duration(rnd.IntN(2000)) * time.Microsecond)
+					leave(write)
+					if err := l.Unlock(t.Context()); err != nil {
+						t.Errorf("unlock, write=%v: %v", write, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("at most %d readers at once", maxReaders)
+	})
 }
