@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -425,4 +426,34 @@ func TestRWMixedReadersAndWritersNeverOverlap(t *testing.T) {
 		wg.Wait()
 		t.Logf("at most %d readers at once", maxReaders)
 	})
+}
+
+func TestRLockInspect(t *testing.T) {
+	_, cs := minis(t, 5)
+	const key = "rw:inspect"
+	c := newClient(t, cs, WithTTL(10*time.Second))
+	a, err := c.TryRLock(t.Context(), key)
+	require.NoError(t, err)
+	b, err := c.TryRLock(t.Context(), key, WithLabel("reader-b"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		h, err := c.Inspect(t.Context(), key)
+		return err == nil && h.Count == 2
+	}, 5*time.Second, time.Millisecond, "Inspect never saw both readers on a quorum")
+	h, err := c.Inspect(t.Context(), key)
+	require.NoError(t, err)
+	require.True(t, h.Held && h.Shared, "got Held=%v Shared=%v, want both", h.Held, h.Shared)
+	want := []string{a.Token(), b.Token()}
+	slices.Sort(want)
+	require.Equal(t, want, h.Tokens)
+	read := 0
+	for _, nh := range h.Nodes {
+		if nh.Layout == "read" {
+			read++
+		}
+	}
+	require.GreaterOrEqual(t, read, h.Quorum, "nodes with the read layout: got %d, want at least %d", read, h.Quorum)
+	require.Positive(t, h.Remaining)
+	require.NoError(t, a.Unlock(t.Context()))
+	require.NoError(t, b.Unlock(t.Context()))
 }
