@@ -145,6 +145,13 @@ func TestRLockUnlockOfOneReaderLeavesTheOthers(t *testing.T) {
 		require.NoError(t, err)
 		b, err := c.TryRLock(t.Context(), key)
 		require.NoError(t, err)
+		// TryRLock returns at its quorum: wait for b on every node.
+		for i, n := range cs {
+			require.Eventually(t, func() bool {
+				_, ok := readers(t, n, key)["r:"+b.Token()]
+				return ok
+			}, 5*time.Second, time.Millisecond, "node %d never got the second reader", i)
+		}
 		require.NoError(t, a.Unlock(t.Context()))
 		for i, n := range cs {
 			require.Eventually(t, func() bool {
@@ -224,10 +231,15 @@ func TestRLockWaitingReaderWakesOnWriterUnlock(t *testing.T) {
 			rl, err = r1.RLock(t.Context(), key, WithRetryDelay(20*time.Second, 20*time.Second))
 			done <- err
 		}()
-		require.Eventually(t, func() bool {
-			v, _ := cs[0].Get(context.Background(), waitingKey(key)).Result()
-			return v == "r"
-		}, 5*time.Second, time.Millisecond, "the reader never marked the key")
+		// The announcement wakes the reader once it is subscribed, and
+		// its marker is there, on a quorum: wait for both on every node.
+		for i, rc := range cs {
+			require.Eventually(t, func() bool {
+				v, _ := rc.Get(context.Background(), waitingKey(key)).Result()
+				subs, _ := rc.PubSubNumSub(context.Background(), releaseChannel(key)).Result()
+				return v == "r" && subs[releaseChannel(key)] > 0
+			}, 5*time.Second, time.Millisecond, "node %d: the reader never marked the key and subscribed", i)
+		}
 		start := time.Now()
 		require.NoError(t, w.Unlock(t.Context()))
 		select {
