@@ -672,7 +672,7 @@ func (at *attempt) awaitIdle(ctx context.Context, i int) bool {
 // mark sets the waiting markers of the keys on node i, without waiting for
 // the reply.
 func (a *acquisition) mark(i int, ttlArg any) {
-	a.c.nodes[i].pipe.submit(&markJob{keys: a.waiting, ttlArg: ttlArg, end: time.Now().Add(a.cfg.releaseTimeout())})
+	a.c.nodes[i].pipe.submit(&markJob{t: a.t, keys: a.waiting, ttlArg: ttlArg, end: time.Now().Add(a.cfg.releaseTimeout())})
 }
 
 // wait marks the acquisition as waiting for its keys' release: from the
@@ -700,9 +700,7 @@ func (a *acquisition) abandon(last *QuorumError, ctxErr error) error {
 		}
 	}
 	last.ctxErr = ctxErr
-	if !errors.Is(ctxErr, ErrClosed) && a.t.permits == 0 {
-		// TODO(#14): a semaphore's no may come from its own sorted set,
-		// which the type probe would take for foreign data.
+	if !errors.Is(ctxErr, ErrClosed) {
 		a.nameWrongTypes(&last.Stats)
 	}
 	return last

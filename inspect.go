@@ -42,6 +42,10 @@ type Holding struct {
 	// plain key, and 0 when Held is false.
 	Owner string
 	Count int64
+	// Shared reports that the quorum's holds are readers (RLock): Tokens
+	// then holds every reader a quorum of nodes hold, and Count their
+	// number on a quorum, as for an owner lock.
+	Shared bool
 	// Remaining is how long a quorum is still guaranteed to hold the key:
 	// the quorum-th longest PTTL among the nodes that hold it, less the
 	// clock-drift allowance for that PTTL (drift factor × PTTL + 2 ms) and
@@ -68,7 +72,8 @@ type NodeHolding struct {
 	// LockMulti holds the lock's value, so any one of them reads as the
 	// lock), "owner" (the hash of an owner lock), "foreign" (a list, a
 	// set, a hash not laid out as an owner lock, or any other type no lock
-	// of this library uses), or "" when the key is free.
+	// of this library uses), "read" (the hash of RLock's readers, see
+	// docs/RWLOCK.md), or "" when the key is free.
 	Layout string
 	// Value is the raw string stored at a plain key; "" for the other
 	// layouts.
@@ -98,6 +103,7 @@ const (
 	layoutFree    = ""
 	layoutPlain   = "plain"
 	layoutOwner   = "owner"
+	layoutRead    = "read"
 	layoutForeign = "foreign"
 )
 
@@ -228,6 +234,13 @@ func readHolding(ctx context.Context, n *node, rkey string) NodeHolding {
 		if err != nil {
 			return fail(err)
 		}
+		if tokens, ok := readLayout(fields); ok {
+			nh.Layout, nh.Tokens, nh.Count = layoutRead, tokens, int64(len(tokens))
+			if len(tokens) > 0 {
+				nh.Held, nh.Token, nh.Label = true, tokens[0], labelOf(tokens[0])
+			}
+			break
+		}
 		owner, tokens, ok := ownerLayout(fields)
 		if !ok {
 			nh.Layout = layoutForeign
@@ -264,6 +277,29 @@ func ownerLayout(fields map[string]string) (owner string, tokens []string, ok bo
 	}
 	slices.Sort(tokens)
 	return owner, tokens, true
+}
+
+// readLayout reads the fields of a hash as RLock's readers: "mode" is
+// "read", and a field "r:<token>" per reader (see rlock.lua). It returns the
+// tokens, sorted, or ok false when the hash is laid out otherwise. A reader
+// whose expiry has passed is listed until a script drops it: Inspect does
+// not read the node's clock.
+func readLayout(fields map[string]string) (tokens []string, ok bool) {
+	if fields["mode"] != "read" {
+		return nil, false
+	}
+	for f := range fields {
+		if f == "mode" {
+			continue
+		}
+		tk, isToken := strings.CutPrefix(f, "r:")
+		if !isToken {
+			return nil, false
+		}
+		tokens = append(tokens, tk)
+	}
+	slices.Sort(tokens)
+	return tokens, true
 }
 
 // labelOf returns the label of a value this library wrote: what follows
@@ -329,6 +365,8 @@ func (h *Holding) decide(driftFactor float64, took time.Duration) {
 			groups["v:"+nh.Value] = append(groups["v:"+nh.Value], nh)
 		case nh.Layout == layoutOwner:
 			groups["o:"+nh.Owner] = append(groups["o:"+nh.Owner], nh)
+		case nh.Layout == layoutRead:
+			groups["r"] = append(groups["r"], nh)
 		}
 	}
 	var holders []*NodeHolding
@@ -346,7 +384,7 @@ func (h *Holding) decide(driftFactor float64, took time.Duration) {
 	if first.Layout == layoutPlain {
 		h.Token, h.Tokens, h.Label, h.Count = first.Value, []string{first.Value}, first.Label, 1
 	} else {
-		h.Owner = first.Owner
+		h.Owner, h.Shared = first.Owner, first.Layout == layoutRead
 		counts := make([]int64, len(holders))
 		seen := make(map[string]int)
 		for i, nh := range holders {

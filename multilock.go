@@ -56,6 +56,12 @@ func (c *Client) target(keys []string, cfg *config) (*target, error) {
 		seen[k] = i
 		t.rkeys[i] = cfg.keyPrefix + k
 	}
+	if cfg.reader {
+		if err := checkReader(keys, cfg); err != nil {
+			return nil, err
+		}
+		t.reader = true
+	}
 	if cfg.owner != "" && len(keys) > 1 {
 		return nil, fmt.Errorf("%w: WithOwner locks one key; a multi-key lock cannot be reentrant", ErrInvalidOption)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -53,10 +54,11 @@ var (
 // owner. It is never changed once built. Each attempt writes a value of its
 // own, derived from the id (see token).
 type target struct {
-	rkeys []string // the Redis keys: prefix + keys as given
-	id    string   // the acquisition's random id
-	owner string   // "" for a plain lock
-	fence []string // the keys' fence counters; nil without fencing
+	rkeys  []string // the Redis keys: prefix + keys as given
+	id     string   // the acquisition's random id
+	owner  string   // "" for a plain lock
+	reader bool     // a shared hold of RLock (see rwlock.go)
+	fence  []string // the keys' fence counters; nil without fencing
 	// quorum is the number of yes votes every round of the target needs:
 	// the Client's majority for a lock, more for a semaphore of several
 	// permits (see semaphoreQuorum).
@@ -93,7 +95,7 @@ func (t *target) scriptKeys() []string {
 // plainSingle reports whether the target has the standard wire layout: one
 // plain key, no fence counter.
 func (t *target) plainSingle() bool {
-	return len(t.rkeys) == 1 && t.owner == "" && t.fence == nil && t.permits == 0
+	return len(t.rkeys) == 1 && t.owner == "" && t.fence == nil && t.permits == 0 && !t.reader
 }
 
 // lua returns the lock's script, or sem for a semaphore's permit: both take
@@ -233,4 +235,14 @@ func (n *node) acquireHow(t *target, tk token, cfg *config) acquireCmd {
 		return cmdEvalSha
 	}
 	return cmdSetGet
+}
+
+// extendCmd builds the extend command of the target's hold with the given
+// value, in dst's backing array when it fits: extend.lua for a lock,
+// rextend.lua for a reader.
+func (t *target) extendCmd(dst []any, eval bool, value any, ttl time.Duration) *redis.Cmd {
+	if t.reader {
+		return evalCmd(dst, &luaRExtend, eval, t.kargs, value, ttl.Milliseconds())
+	}
+	return evalCmd(dst, t.lua(&luaExtend, &luaSemExtend), eval, t.kargs, value, t.ownerArg, ttl.Milliseconds())
 }

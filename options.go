@@ -58,6 +58,11 @@ type config struct {
 	// instead of semaphoreQuorum's; the semaphore's negative control uses
 	// it to show more than k holders at once.
 	majoritySemaphore bool
+	// reader makes the call a reader of a read-write lock (RLock).
+	reader bool
+	// noWriterPref makes a reader ignore waiting writers; the
+	// writer-preference benchmark compares against it.
+	noWriterPref bool
 
 	// nodeTimeoutSet records that the user chose the node timeout, so that a
 	// per-call WithTTL does not replace it with one derived from the new TTL.

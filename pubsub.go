@@ -61,6 +61,9 @@ type waiter struct {
 	chans   []string
 	wake    chan struct{} // buffered 1
 	removed bool          // guarded by waitlist.mu
+	// shared marks a reader (RLock): readers that wait in a row are woken
+	// together, since they can all hold the key at once. Set by join.
+	shared bool
 }
 
 // nodeSub is the subscription connection to one node. Its control goroutine
@@ -83,8 +86,8 @@ func newWaitlist(c *Client) *waitlist {
 }
 
 // join adds a waiter for the keys. The caller must call leave.
-func (w *waitlist) join(rkeys []string) *waiter {
-	wt := &waiter{chans: make([]string, len(rkeys)), wake: make(chan struct{}, 1)}
+func (w *waitlist) join(rkeys []string, shared bool) *waiter {
+	wt := &waiter{chans: make([]string, len(rkeys)), wake: make(chan struct{}, 1), shared: shared}
 	for i, rk := range rkeys {
 		wt.chans[i] = releaseChannel(rk)
 	}
@@ -110,7 +113,10 @@ func (w *waitlist) join(rkeys []string) *waiter {
 }
 
 // waiting reports whether a waiter of this Client waits on one of the keys.
-func (w *waitlist) waiting(rkeys []string) bool {
+//
+// A writer (shared false) does not queue behind readers: it marks the key
+// at once, so that new readers wait behind it (writer preference).
+func (w *waitlist) waiting(rkeys []string, shared bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.keys) == 0 {
@@ -118,7 +124,9 @@ func (w *waitlist) waiting(rkeys []string) bool {
 	}
 	for _, rk := range rkeys {
 		if kw := w.keys[releaseChannel(rk)]; kw != nil && len(kw.queue) > 0 {
-			return true
+			if shared || slices.ContainsFunc(kw.queue, func(o *waiter) bool { return !o.shared }) {
+				return true
+			}
 		}
 	}
 	return false
@@ -321,11 +329,23 @@ func (w *waitlist) releasedLocally(rkeys []string, value string) {
 	}
 }
 
-// wakeFirst wakes the oldest waiter that is not already woken.
+// wakeFirst wakes the oldest waiter that is not already woken. When that is
+// a reader, the readers right behind it are woken too: they can share.
 func wakeFirst(queue []*waiter) {
-	for _, wt := range queue {
+	for i, wt := range queue {
 		select {
 		case wt.wake <- struct{}{}:
+			if wt.shared {
+				for _, o := range queue[i+1:] {
+					if !o.shared {
+						break
+					}
+					select {
+					case o.wake <- struct{}{}:
+					default:
+					}
+				}
+			}
 			return
 		default:
 			// Already woken and not yet retried: try the next one.

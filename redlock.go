@@ -329,11 +329,11 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		}
 		return nil
 	}
-	if wait && cfg.pubsub && c.waitlist.waiting(t.rkeys) {
+	if wait && cfg.pubsub && c.waitlist.waiting(t.rkeys, t.reader) {
 		// Other Lock calls of this Client already wait for a key: queue
 		// behind them rather than race the one the next release wakes.
 		// Its attempt and ours would split the votes and both fail.
-		wt = c.waitlist.join(t.rkeys)
+		wt = c.waitlist.join(t.rkeys, t.reader)
 		a.wait()
 		if err := pause(); err != nil {
 			return nil, err
@@ -370,7 +370,7 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		if wt == nil && cfg.pubsub {
 			// Listen for the release, then try again at once: the holder
 			// may have released before the subscription took effect.
-			wt = c.waitlist.join(t.rkeys)
+			wt = c.waitlist.join(t.rkeys, t.reader)
 			a.wait()
 			continue
 		}

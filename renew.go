@@ -315,7 +315,7 @@ func (j *renewJob) commands(cmds []redis.Cmder) []redis.Cmder {
 		j.cmds = make([]*redis.Cmd, len(j.locks))
 	}
 	for i, l := range j.locks {
-		j.cmds[i] = evalCmd(nil, l.t.lua(&luaExtend, &luaSemExtend), j.eval, l.t.kargs, l.att.value.arg, l.t.ownerArg, j.ttls[i].Milliseconds())
+		j.cmds[i] = l.t.extendCmd(nil, j.eval, l.att.value.arg, j.ttls[i])
 		cmds = append(cmds, j.cmds[i])
 	}
 	return cmds

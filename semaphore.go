@@ -156,6 +156,10 @@ func semAcquireArgs(t *target, tk token, ttl time.Duration) []any {
 // holders use other permits; the number follows.
 const permitsPrefix = "PERMITS "
 
+// permitsMember is the sorted set member that records a semaphore's
+// permits, as minus its score.
+const permitsMember = "#permits"
+
 // permitsErr turns semacquire.lua's permits error into one that matches
 // ErrPermitsMismatch and names both numbers; other errors are returned as
 // they are.

@@ -364,7 +364,7 @@ func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// deletes the marker and is announced, and one before them leaves the
 	// key free for the acquire. Either way the waiter hears of it.
 	for _, m := range j.mark {
-		cmds = append(cmds, redis.NewCmd(ctx, "set", m, "1", "px", j.ttlArg))
+		cmds = append(cmds, redis.NewCmd(ctx, markArgs(t, m, j.ttlArg)...))
 	}
 	a := j.args[:0]
 	switch j.how {
@@ -378,6 +378,12 @@ func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
 		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx", "get")...)
 	case cmdSetNX:
 		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx")...)
+	case cmdEvalSha, cmdEval:
+		if t.reader {
+			j.cmd = evalCmd(nil, &luaRLock, j.how == cmdEval, t.kargs, rlockArgs(tk, j.ttlArg, j.cfg)...)
+			break
+		}
+		fallthrough
 	default:
 		if t.permits > 0 {
 			j.cmd = evalCmd(nil, &luaSemAcquire, j.how == cmdEval, t.skargs, semAcquireArgs(t, tk, j.ttl)...)
@@ -427,6 +433,11 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 		case redis.HasErrorPrefix(e, "ERR syntax error"):
 			// Redis before 7.0 refuses NX with GET; nothing was set.
 			n.oldSet.Store(true)
+			j.how = cmdEvalSha
+			return true
+		case redis.HasErrorPrefix(e, "WRONGTYPE"):
+			// A hash: a read lock or an owner lock, which SET GET
+			// cannot read. The script answers a plain no there.
 			j.how = cmdEvalSha
 			return true
 		case e != nil:
@@ -518,7 +529,12 @@ func (j *releaseJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// once means it did nothing, so the EVAL starts a new count.
 	j.sent.b = j.value.raw
 	j.sent.n.Store(0)
-	j.cmd = evalCmd(j.args[:0], j.t.lua(&luaRelease, &luaSemRelease), j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix)
+	switch {
+	case j.t.reader:
+		j.cmd = evalCmd(j.args[:0], &luaRUnlock, j.eval, j.t.kargs, &j.sent, j.prefix)
+	default:
+		j.cmd = evalCmd(j.args[:0], j.t.lua(&luaRelease, &luaSemRelease), j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix)
+	}
 	return append(cmds, j.cmd)
 }
 
@@ -567,7 +583,7 @@ func (j *extendJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *extendJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	l := j.l
-	j.cmd = evalCmd(j.args[:0], l.t.lua(&luaExtend, &luaSemExtend), j.eval, l.t.kargs, l.att.value.arg, l.t.ownerArg, j.ttl.Milliseconds())
+	j.cmd = l.t.extendCmd(j.args[:0], j.eval, l.att.value.arg, j.ttl)
 	return append(cmds, j.cmd)
 }
 
@@ -618,6 +634,7 @@ func (j *fenceJob) done(time.Time, time.Time) bool {
 // there), so that the holder's release is announced there too. Nobody
 // waits for its reply.
 type markJob struct {
+	t      *target
 	keys   []string
 	ttlArg any
 	end    time.Time
@@ -628,7 +645,7 @@ func (j *markJob) fail(error)          {}
 
 func (j *markJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	for _, m := range j.keys {
-		cmds = append(cmds, redis.NewCmd(context.Background(), "set", m, "1", "px", j.ttlArg))
+		cmds = append(cmds, redis.NewCmd(context.Background(), markArgs(j.t, m, j.ttlArg)...))
 	}
 	return cmds
 }

@@ -10,7 +10,7 @@ import (
 // nameWrongTypes finds, among the nodes of a failed acquisition's last
 // attempt that said no, were not waited for, or failed with WRONGTYPE,
 // those where a lock key
-// holds a value of a type no lock uses, and gives their votes ErrWrongType:
+// holds a value of a type no lock or semaphore uses, and gives their votes ErrWrongType:
 // a foreign value is named as such, not shown as taken. A plain SET NX
 // cannot tell a foreign list from a held lock, so the nodes that said no
 // are asked for their keys' types, once, when the call gives up: never on
@@ -64,39 +64,56 @@ func (a *acquisition) nameWrongTypes(st *Stats) {
 }
 
 // typeJob reads the types of a lock's keys on one node, and delivers 1 when
-// one of them holds a type no lock uses, else 0.
+// one of them holds a type no lock or semaphore uses, else 0.
 type typeJob struct {
 	leg
-	keys []string
-	cmds []*redis.StatusCmd
+	keys  []string
+	types []*redis.StatusCmd
+	// permits reads a semaphore's '#permits' member: a sorted set without
+	// it is not ours. Its WRONGTYPE error on other types is ignored.
+	permits []*redis.FloatCmd
 }
 
 func (j *typeJob) deadline() time.Time { return j.end }
 func (j *typeJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *typeJob) commands(cmds []redis.Cmder) []redis.Cmder {
-	j.cmds = j.cmds[:0]
+	j.types, j.permits = j.types[:0], j.permits[:0]
 	for _, k := range j.keys {
-		cmd := redis.NewStatusCmd(context.Background(), "type", k)
-		j.cmds = append(j.cmds, cmd)
-		cmds = append(cmds, cmd)
+		typ := redis.NewStatusCmd(context.Background(), "type", k)
+		p := redis.NewFloatCmd(context.Background(), "zscore", k, permitsMember)
+		j.types, j.permits = append(j.types, typ), append(j.permits, p)
+		cmds = append(cmds, typ, p)
 	}
 	return cmds
 }
 
 func (j *typeJob) done(time.Time, time.Time) bool {
-	for _, cmd := range j.cmds {
-		switch typ, err := cmd.Result(); {
-		case err != nil:
+	for i, cmd := range j.types {
+		typ, err := cmd.Result()
+		if err != nil {
 			j.leg.deliver(0, err)
 			return false
-		case typ != "none" && typ != "string" && typ != "hash":
-			// A string is a plain lock, a hash an owner lock: anything
-			// else is not ours.
+		}
+		if foreignType(typ, j.permits[i].Err() == nil) {
 			j.leg.deliver(1, nil)
 			return false
 		}
 	}
 	j.leg.deliver(0, nil)
 	return false
+}
+
+// foreignType reports whether a key of the given type is nobody's lock: a
+// string is a plain lock (ours, redsync's or node-redlock's), a hash an
+// owner lock or readers, and a sorted set with a '#permits' member a
+// semaphore. Each of them only means "taken" to the others.
+func foreignType(typ string, hasPermits bool) bool {
+	switch typ {
+	case "none", "string", "hash":
+		return false
+	case "zset":
+		return !hasPermits
+	}
+	return true
 }

@@ -1,0 +1,114 @@
+package redlock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file is the read side of a read-write lock (see docs/RWLOCK.md).
+// A reader is a target flavour: its acquire, release and extend go to
+// scripts of their own (rlock.lua, runlock.lua, rextend.lua), and the
+// acquisition, attempt, rollback, late-reply, Unlock, Extend and renewal
+// machinery carries it unchanged. Writers are plain Lock and TryLock calls
+// on the same key.
+
+var (
+	//go:embed rwholds.lua
+	rwholdsLua string
+
+	//go:embed rlock.lua
+	rlockLua    string
+	rlockSrc    = holdsLua + rwholdsLua + rlockLua
+	rlockScript = redis.NewScript(rlockSrc)
+
+	//go:embed runlock.lua
+	runlockLua    string
+	runlockSrc    = holdsLua + rwholdsLua + runlockLua
+	runlockScript = redis.NewScript(runlockSrc)
+
+	//go:embed rextend.lua
+	rextendLua    string
+	rextendSrc    = holdsLua + rwholdsLua + rextendLua
+	rextendScript = redis.NewScript(rextendSrc)
+
+	luaRLock   = luaScript{sha: rlockScript.Hash(), src: rlockSrc}
+	luaRUnlock = luaScript{sha: runlockScript.Hash(), src: runlockSrc}
+	luaRExtend = luaScript{sha: rextendScript.Hash(), src: rextendSrc}
+)
+
+// RLock acquires a shared (read) hold on key, waiting as Lock does. Any
+// number of readers may hold the key at once; a writer (Lock or TryLock on
+// the same key, or a plain lock of redsync or node-redlock) excludes them,
+// and they exclude it. Readers and writers both need a majority of nodes,
+// and each node's script refuses to mix them, so a reader and a writer can
+// never both hold a quorum: two majorities share a node.
+//
+// Each reader's hold is a Lock of its own, with its own expiry on the
+// nodes: Until, Done, Err, Extend, auto-extension and Unlock work as for a
+// Lock, and one reader's renewals never keep another reader's hold alive.
+//
+// While a Lock call waits for the key, new readers wait behind it (writer
+// preference); readers that hold the key keep it, and may extend it.
+//
+// WithOwner and WithFencing are refused with ErrInvalidOption. Errors are
+// as for Lock: on failure every node has been told to release, including
+// the ones that did not answer.
+func (c *Client) RLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	return c.acquire(ctx, []string{key}, readerOpts(opts), true)
+}
+
+// TryRLock makes exactly one attempt to acquire a shared (read) hold on
+// key, as RLock does. On failure it returns an error that matches
+// ErrNotAcquired.
+func (c *Client) TryRLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	return c.acquire(ctx, []string{key}, readerOpts(opts), false)
+}
+
+// readerOpts returns opts followed by the reader switch, in a slice of its
+// own: the caller's slice may be shared.
+func readerOpts(opts []Option) []Option {
+	return append(opts[:len(opts):len(opts)], func(c *config) { c.reader = true })
+}
+
+// withoutWriterPreference is a test-only switch: a reader's acquire ignores
+// the writers' waiting markers. The writer-preference benchmark compares
+// against it.
+func withoutWriterPreference() Option {
+	return func(c *config) { c.noWriterPref = true }
+}
+
+// checkReader refuses the options a reader cannot have.
+func checkReader(keys []string, cfg *config) error {
+	switch {
+	case len(keys) != 1:
+		return fmt.Errorf("%w: a read lock holds one key", ErrInvalidOption)
+	case cfg.owner != "":
+		return fmt.Errorf("%w: WithOwner cannot be used with RLock", ErrInvalidOption)
+	case cfg.fencing:
+		return fmt.Errorf("%w: WithFencing cannot be used with RLock", ErrInvalidOption)
+	}
+	return nil
+}
+
+// markArgs are the arguments of the command that sets a waiting marker.
+// A writer's marker is "1", and overwrites a reader's; rlock.lua refuses
+// new readers while it is there. A reader's is "r", set only where no
+// marker is, so that it never hides a waiting writer.
+func markArgs(t *target, marker string, ttlArg any) []any {
+	if t.reader {
+		return []any{"set", marker, "r", "px", ttlArg, "nx"}
+	}
+	return []any{"set", marker, "1", "px", ttlArg}
+}
+
+// rlockArgs are the ARGV of rlock.lua.
+func rlockArgs(tk token, ttlArg any, cfg *config) []any {
+	pref := "0"
+	if cfg.noWriterPref {
+		pref = "1"
+	}
+	return []any{tk.value, ttlArg, tk.id, tk.n, pref}
+}
