@@ -20,6 +20,12 @@ type chaosHold struct {
 	released       time.Time // read before Unlock; zero when left to expire
 	nodes          []int     // nodes that said yes by the decision, for diagnostics
 	fence          uint64    // Lock.Fence; 0 without fencing
+	// shared marks a reader of a read-write lock (RLock): readers may
+	// overlap each other, never a writer.
+	shared bool
+	// permits is the semaphore's number of permits for a permit, and 0
+	// for a lock: at most that many permits of the key may overlap.
+	permits int
 }
 
 // end is when the holder stopped claiming the key: at its release, or at
@@ -32,15 +38,24 @@ func (h chaosHold) end() time.Time {
 	return h.until
 }
 
-// chaosOverlap is two holders of one key whose windows intersect.
+// chaosOverlap is two holders of one key whose windows intersect, where
+// they may not: two locks, a writer and anyone, or, for a semaphore, the
+// permit b that made one more holder than its permits (a is the earliest of
+// the others).
 type chaosOverlap struct {
 	a, b chaosHold
 	by   time.Duration // length of the intersection
+	// holders is how many held the key at once, b included.
+	holders int
 }
 
 // chaosOverlaps returns every pair of holds of the same key whose windows
-// [acquired, end) intersect. A hold whose window is empty (Lock returned
-// after Until had already passed) claims nothing.
+// [acquired, end) intersect, unless both are readers. For a semaphore's
+// permits it returns one entry for each permit that starts while its
+// permits or more other permits of the key hold: the number of holders at
+// once peaks when one of them starts, so checking there finds every
+// excess. A hold whose window is empty (Lock returned after Until had
+// already passed) claims nothing.
 func chaosOverlaps(holds []chaosHold) []chaosOverlap {
 	hs := slices.Clone(holds)
 	slices.SortFunc(hs, func(a, b chaosHold) int {
@@ -58,12 +73,28 @@ func chaosOverlaps(holds []chaosHold) []chaosOverlap {
 		// Windows are half-open: one that ends exactly when the next
 		// begins does not overlap it.
 		open = slices.DeleteFunc(open, func(o chaosHold) bool { return !o.end().After(h.acquired) })
+		if h.permits > 0 {
+			if len(open) >= h.permits {
+				end := h.end()
+				for _, o := range open {
+					if o.end().Before(end) {
+						end = o.end()
+					}
+				}
+				out = append(out, chaosOverlap{a: open[0], b: h, by: end.Sub(h.acquired), holders: len(open) + 1})
+			}
+			open = append(open, h)
+			continue
+		}
 		for _, o := range open {
+			if o.shared && h.shared {
+				continue
+			}
 			end := o.end()
 			if h.end().Before(end) {
 				end = h.end()
 			}
-			out = append(out, chaosOverlap{a: o, b: h, by: end.Sub(h.acquired)})
+			out = append(out, chaosOverlap{a: o, b: h, by: end.Sub(h.acquired), holders: 2})
 		}
 		open = append(open, h)
 	}
@@ -186,7 +217,8 @@ func chaosPercentile(ds []time.Duration, p int) time.Duration {
 }
 
 // TestChaosCheckerFindsOverlaps shows that the checker can fail: it must
-// report windows that intersect, and only those.
+// report windows that intersect where they may not, and only those: any
+// two locks, a writer and anyone, more permits than the semaphore has.
 func TestChaosCheckerFindsOverlaps(t *testing.T) {
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -197,6 +229,8 @@ func TestChaosCheckerFindsOverlaps(t *testing.T) {
 		}
 		return hd
 	}
+	r := func(hd chaosHold) chaosHold { hd.shared = true; return hd }
+	p := func(k int, hd chaosHold) chaosHold { hd.permits = k; return hd }
 	cases := []struct {
 		name  string
 		holds []chaosHold
@@ -211,6 +245,15 @@ func TestChaosCheckerFindsOverlaps(t *testing.T) {
 		{"other keys never overlap", []chaosHold{h("a", 0, 100, 50), h("b", 10, 100, 50)}, 0},
 		{"empty window claims nothing", []chaosHold{h("k", 0, 100, 50), h("k", 30, 20, 40)}, 0},
 		{"three at once", []chaosHold{h("k", 0, 100, 90), h("k", 10, 100, 90), h("k", 20, 100, 90)}, 3},
+		{"readers share", []chaosHold{r(h("k", 0, 100, 90)), r(h("k", 10, 100, 90)), r(h("k", 20, 100, 90))}, 0},
+		{"writer during a reader", []chaosHold{r(h("k", 0, 100, 90)), h("k", 10, 100, 20)}, 1},
+		{"reader during a writer", []chaosHold{h("k", 0, 100, 90), r(h("k", 10, 100, 20)), r(h("k", 30, 100, 40))}, 2},
+		{"reader after the writer", []chaosHold{h("k", 0, 100, 10), r(h("k", 10, 100, 20)), r(h("k", 15, 100, 30))}, 0},
+		{"two permits of two", []chaosHold{p(2, h("k", 0, 100, 90)), p(2, h("k", 10, 100, 90))}, 0},
+		{"three permits of two", []chaosHold{p(2, h("k", 0, 100, 90)), p(2, h("k", 10, 100, 90)), p(2, h("k", 20, 100, 90))}, 1},
+		{"three permits of two, one gone", []chaosHold{p(2, h("k", 0, 100, 15)), p(2, h("k", 10, 100, 90)), p(2, h("k", 20, 100, 90))}, 0},
+		{"four permits of two", []chaosHold{p(2, h("k", 0, 100, 90)), p(2, h("k", 10, 100, 90)), p(2, h("k", 20, 100, 90)), p(2, h("k", 30, 100, 90))}, 2},
+		{"one permit is a lock", []chaosHold{p(1, h("k", 0, 100, 50)), p(1, h("k", 40, 100, 60))}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -269,8 +269,10 @@ type chaosKey struct {
 // Counters never expire by design, so they are not residue.
 func isFenceCounter(key string) bool { return strings.HasSuffix(key, ":fence") }
 
-// lockKeys lists the lock keys under prefix, with their values and TTLs.
-// Reading them also expires the ones whose time has come, on both backends.
+// lockKeys lists the lock keys under prefix, with their values and TTLs:
+// one entry for a plain lock's string, one for each reader of a read lock's
+// hash, and one for each holder of a semaphore's sorted set. Reading them
+// also expires the ones whose time has come, on both backends.
 func (n *chaosNode) lockKeys(prefix string) []chaosKey {
 	n.t.Helper()
 	var out []chaosKey
@@ -279,15 +281,27 @@ func (n *chaosNode) lockKeys(prefix string) []chaosKey {
 			if !strings.HasPrefix(k, prefix) || isFenceCounter(k) {
 				continue
 			}
-			v, err := n.mini.Get(k)
-			if err != nil {
-				continue // expired between the two reads
+			var values []string
+			switch n.mini.Type(k) {
+			case "string":
+				v, err := n.mini.Get(k)
+				if err == nil {
+					values = []string{v}
+				}
+			case "hash":
+				fields, _ := n.mini.HKeys(k)
+				values = holderValues("hash", fields)
+			case "zset":
+				members, _ := n.mini.ZMembers(k)
+				values = holderValues("zset", members)
 			}
 			ttl := n.mini.TTL(k)
 			if ttl == 0 {
 				ttl = -1
 			}
-			out = append(out, chaosKey{node: n.index, key: k, value: v, pttl: ttl})
+			for _, v := range values {
+				out = append(out, chaosKey{node: n.index, key: k, value: v, pttl: ttl})
+			}
 		}
 		return out
 	}
@@ -298,18 +312,48 @@ func (n *chaosNode) lockKeys(prefix string) []chaosKey {
 		if isFenceCounter(k) {
 			continue
 		}
-		v, err := n.admin.Get(ctx, k).Result()
+		typ, err := n.admin.Type(ctx, k).Result()
 		if err != nil {
-			continue
+			n.t.Fatalf("%v: TYPE: %v", n, err)
+		}
+		var values []string
+		switch typ {
+		case "string":
+			if v, err := n.admin.Get(ctx, k).Result(); err == nil {
+				values = []string{v}
+			}
+		case "hash":
+			fields, _ := n.admin.HKeys(ctx, k).Result()
+			values = holderValues(typ, fields)
+		case "zset":
+			members, _ := n.admin.ZRange(ctx, k, 0, -1).Result()
+			values = holderValues(typ, members)
 		}
 		ttl, err := n.admin.PTTL(ctx, k).Result()
 		if err != nil {
 			n.t.Fatalf("%v: PTTL: %v", n, err)
 		}
-		out = append(out, chaosKey{node: n.index, key: k, value: v, pttl: ttl})
+		for _, v := range values {
+			out = append(out, chaosKey{node: n.index, key: k, value: v, pttl: ttl})
+		}
 	}
 	if err := iter.Err(); err != nil {
 		n.t.Fatalf("%v: SCAN: %v", n, err)
+	}
+	return out
+}
+
+// holderValues returns the holders' values among a read lock's hash fields
+// ("r:<value>") or a semaphore's members (all but '#permits').
+func holderValues(typ string, names []string) []string {
+	var out []string
+	for _, f := range names {
+		switch {
+		case typ == "hash" && strings.HasPrefix(f, "r:"):
+			out = append(out, f[2:])
+		case typ == "zset" && f != permitsMember:
+			out = append(out, f)
+		}
 	}
 	return out
 }

@@ -73,7 +73,26 @@ type chaosLoad struct {
 	// pExtend holders extend once, halfway through a hold of most of the
 	// TTL, and so hold beyond their first Until.
 	pExtend float64
+	// kind is what the workers take: locks (the default), read-write
+	// locks, or semaphore permits.
+	kind chaosKind
+	// pShared is the share of RLock calls, for chaosRW.
+	pShared float64
+	// readers, for chaosRW, makes these Clients' workers readers only
+	// and the others' writers only, instead of pShared.
+	readers []int
+	// permits is each key's number of permits, for chaosSemaphore.
+	permits int
 }
+
+// chaosKind is what a scenario's workers acquire.
+type chaosKind uint8
+
+const (
+	chaosLocks     chaosKind = iota // Lock, every hold exclusive
+	chaosRW                         // RLock or Lock on the same keys
+	chaosSemaphore                  // Semaphore.Acquire of load.permits
+)
 
 // defaultChaosLoad: three Clients of three workers each on four keys,
 // with a TTL short enough that expiries happen many times per scenario.
@@ -378,8 +397,9 @@ func (r *chaosRun) worker(stop context.Context, cc *chaosClient, w int, rng *ran
 	for stop.Err() == nil {
 		key := fmt.Sprintf("k%d", rng.IntN(ld.keys))
 		ctx, cancel := context.WithTimeout(stop, ld.lockWait)
+		shared := r.shared(cc.index, rng)
 		called := time.Now()
-		l, err := cc.c.Lock(ctx, key)
+		l, err := r.acquire(ctx, cc, key, shared)
 		acquired := time.Now()
 		cancel()
 		if err != nil {
@@ -394,7 +414,10 @@ func (r *chaosRun) worker(stop context.Context, cc *chaosClient, w int, rng *ran
 		}
 		// Counted even when the end of the run cut its wait short: it won.
 		r.rec.lockCall(true, acquired.Sub(called))
-		h := chaosHold{key: key, client: cc.index, worker: w, token: l.Token(), acquired: acquired, until: l.Until(), nodes: yesNodes(l), fence: l.Fence()}
+		h := chaosHold{key: key, client: cc.index, worker: w, token: l.Token(), acquired: acquired, until: l.Until(), nodes: yesNodes(l), fence: l.Fence(), shared: shared}
+		if ld.kind == chaosSemaphore {
+			h.permits = ld.permits
+		}
 
 		// The hold uses a detached context: the end of the run must not
 		// cut an Unlock short, or the residue check would blame the library.
@@ -441,6 +464,33 @@ func (r *chaosRun) worker(stop context.Context, cc *chaosClient, w int, rng *ran
 			r.rec.mu.Unlock()
 		}
 	}
+}
+
+// shared draws whether a worker of client takes its next hold as a reader.
+func (r *chaosRun) shared(client int, rng *rand.Rand) bool {
+	switch {
+	case r.load.kind != chaosRW:
+		return false
+	case r.load.readers != nil:
+		return containsInt(r.load.readers, client)
+	}
+	return rng.Float64() < r.load.pShared
+}
+
+// acquire takes what the scenario's workers take on key: a lock, a read
+// hold when shared, or a permit.
+func (r *chaosRun) acquire(ctx context.Context, cc *chaosClient, key string, shared bool) (*Lock, error) {
+	switch {
+	case shared:
+		return cc.c.RLock(ctx, key)
+	case r.load.kind == chaosSemaphore:
+		s, err := cc.c.Semaphore(key, r.load.permits)
+		if err != nil {
+			return nil, err
+		}
+		return s.Acquire(ctx)
+	}
+	return cc.c.Lock(ctx, key)
 }
 
 // residue waits until every TTL has run out and counts the lock keys left
@@ -524,8 +574,8 @@ func (r *chaosRun) logOverlaps(overlaps []chaosOverlap) {
 			r.t.Logf("... and %d more overlaps", len(overlaps)-i)
 			break
 		}
-		r.t.Logf("overlap on %s by %v: client %d token %s held [%v, %v) on nodes %v and client %d token %s held [%v, %v) on nodes %v",
-			o.a.key, o.by.Round(time.Microsecond),
+		r.t.Logf("overlap on %s by %v, %d holders: client %d token %s held [%v, %v) on nodes %v and client %d token %s held [%v, %v) on nodes %v",
+			o.a.key, o.by.Round(time.Microsecond), o.holders,
 			o.a.client, o.a.token, rel(o.a.acquired), rel(o.a.end()), o.a.nodes,
 			o.b.client, o.b.token, rel(o.b.acquired), rel(o.b.end()), o.b.nodes)
 	}
@@ -1218,7 +1268,7 @@ func (r *chaosRun) randomFaults(deadline time.Time, restartDelay time.Duration) 
 // the summary of the in-model ones.
 func TestChaos(t *testing.T) {
 	sum := &chaosSummary{}
-	for _, sc := range chaosScenarios() {
+	for _, sc := range append(chaosScenarios(), chaosSharedScenarios()...) {
 		t.Run(sc.name, func(t *testing.T) { runChaosScenario(t, sc, sum) })
 	}
 	for _, c := range chaosControls() {

@@ -61,6 +61,9 @@ func (c *Client) target(keys []string, cfg *config) (*target, error) {
 			return nil, err
 		}
 		t.reader = true
+		if cfg.readerQuorum > 0 {
+			t.quorum = cfg.readerQuorum
+		}
 	}
 	if cfg.owner != "" && len(keys) > 1 {
 		return nil, fmt.Errorf("%w: WithOwner locks one key; a multi-key lock cannot be reentrant", ErrInvalidOption)

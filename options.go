@@ -63,6 +63,10 @@ type config struct {
 	// noWriterPref makes a reader ignore waiting writers; the
 	// writer-preference benchmark compares against it.
 	noWriterPref bool
+	// readerQuorum, when set, replaces a reader's majority quorum; the
+	// read-write chaos control uses a minority to show a writer beside
+	// readers.
+	readerQuorum int
 
 	// nodeTimeoutSet records that the user chose the node timeout, so that a
 	// per-call WithTTL does not replace it with one derived from the new TTL.

@@ -80,6 +80,13 @@ func withoutWriterPreference() Option {
 	return func(c *config) { c.noWriterPref = true }
 }
 
+// withReaderQuorum is a test-only switch: readers need only q yes votes,
+// fewer than a majority, so that a reader's nodes and a writer's need not
+// share one. The read-write chaos control uses it.
+func withReaderQuorum(q int) Option {
+	return func(c *config) { c.readerQuorum = q }
+}
+
 // checkReader refuses the options a reader cannot have.
 func checkReader(keys []string, cfg *config) error {
 	switch {
