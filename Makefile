@@ -8,12 +8,13 @@ GO = go
 # test installs redis-server when it is missing, so the real-Redis
 # integration tests run rather than skip, then vets and runs every test
 # under the race detector: the library, then the modules nested under
-# contrib/ and bench/, which go test ./... does not reach.
+# contrib/ and bench/ (whose tests run the real redsync beside our
+# readers and semaphores), which go test ./... does not reach.
 test: redis-server
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 	cd contrib/otel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
-	@if [ -f bench/go.mod ]; then cd bench && $(GO) vet ./...; fi
+	@if [ -f bench/go.mod ]; then cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...; fi
 
 # demo runs the embedded demo: 5 in-process Redis nodes, two killed partway.
 demo:

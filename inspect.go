@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,7 +19,8 @@ type Holding struct {
 	// Key is the lock key, as given to Inspect, without the key prefix.
 	Key string
 	// Quorum is the number of nodes that must hold one token for the lock
-	// to be held: N/2+1.
+	// to be held: N/2+1, or for a semaphore the quorum of its permits
+	// (see Semaphore.Quorum).
 	Quorum int
 	// Nodes holds what each node reported, in the order given to New.
 	Nodes []NodeHolding
@@ -46,6 +48,12 @@ type Holding struct {
 	// then holds every reader a quorum of nodes hold, and Count their
 	// number on a quorum, as for an owner lock.
 	Shared bool
+	// Permits is the number of permits when the key holds a semaphore
+	// (see Client.Semaphore), and 0 otherwise. Quorum is then the
+	// semaphore's, and Held reports that at least one permit is held on
+	// Quorum nodes; Tokens lists the permits so held, and Count is their
+	// number.
+	Permits int
 	// Remaining is how long a quorum is still guaranteed to hold the key:
 	// the quorum-th longest PTTL among the nodes that hold it, less the
 	// clock-drift allowance for that PTTL (drift factor × PTTL + 2 ms) and
@@ -73,16 +81,22 @@ type NodeHolding struct {
 	// lock), "owner" (the hash of an owner lock), "foreign" (a list, a
 	// set, a hash not laid out as an owner lock, or any other type no lock
 	// of this library uses), "read" (the hash of RLock's readers, see
-	// docs/RWLOCK.md), or "" when the key is free.
+	// docs/RWLOCK.md), "semaphore" (the sorted set of a semaphore's
+	// permits, see docs/SEMAPHORE.md), or "" when the key is free.
 	Layout string
 	// Value is the raw string stored at a plain key; "" for the other
 	// layouts.
 	Value string
 	// Token is the token the node holds: Value at a plain key, the first
 	// of Tokens at an owner lock. Tokens holds, sorted, every token the
-	// node holds: Value at a plain key, one per hold of an owner lock.
+	// node holds: Value at a plain key, one per hold of an owner lock, one
+	// per live reader or permit (those whose expiry on the node's clock
+	// has not passed).
 	Token  string
 	Tokens []string
+	// Permits is the semaphore's number of permits as the node records
+	// it, for the "semaphore" layout; 0 otherwise.
+	Permits int
 	// Label, Owner and Count describe the holder, as in Holding; Count is
 	// the node's own hold count (1 at a plain key).
 	Label string
@@ -104,19 +118,20 @@ const (
 	layoutPlain   = "plain"
 	layoutOwner   = "owner"
 	layoutRead    = "read"
+	layoutSem     = "semaphore"
 	layoutForeign = "foreign"
 )
 
 // Inspect reads what every node holds for key, without changing anything,
 // and says whether a quorum holds it, for whom, and for how much longer. It
 // reads plain keys (of Lock, TryLock, LockMulti, and of redsync or any other
-// client that stores a plain string), owner locks, and tells a key of any
-// other type apart as "foreign". The key is validated as TryLock does, and
-// the Client's key prefix applies.
+// client that stores a plain string), owner locks, readers, semaphores, and
+// tells a key of any other type apart as "foreign". The key is validated as
+// TryLock does, and the Client's key prefix applies.
 //
-// Each node is read in one MULTI transaction (TYPE, PTTL, GET, HGETALL), so
-// that what it reports is one instant of that node; a foreign string or
-// hash is read whole. All nodes are read at once, and each is given the
+// Each node is read in one MULTI transaction (TYPE, PTTL, GET, HGETALL,
+// ZRANGE, TIME), so that what it reports is one instant of that node; a
+// foreign string, hash or sorted set is read whole. All nodes are read at once, and each is given the
 // node timeout or, if longer, the TTL up to one second, as Unlock's
 // releases are.
 //
@@ -199,15 +214,19 @@ func readHolding(ctx context.Context, n *node, rkey string) NodeHolding {
 		pttl *redis.DurationCmd
 		get  *redis.StringCmd
 		hash *redis.MapStringStringCmd
+		zset *redis.ZSliceCmd
+		now  *redis.TimeCmd
 	)
-	// The error of Exec is the first command's error, and GET or HGETALL
-	// always fails on a key of the other type: each command's own error
-	// is read instead.
+	// The error of Exec is the first command's error, and GET, HGETALL and
+	// ZRANGE always fail on a key of another type: each command's own
+	// error is read instead.
 	_, _ = n.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		typ = p.Type(ctx, rkey)
 		pttl = p.PTTL(ctx, rkey)
 		get = p.Get(ctx, rkey)
 		hash = p.HGetAll(ctx, rkey)
+		zset = p.ZRangeWithScores(ctx, rkey, 0, -1)
+		now = p.Time(ctx)
 		return nil
 	})
 	fail := func(err error) NodeHolding {
@@ -219,6 +238,10 @@ func readHolding(ctx context.Context, n *node, rkey string) NodeHolding {
 	if err := pttl.Err(); err != nil {
 		return fail(err)
 	}
+	if err := now.Err(); err != nil {
+		return fail(err)
+	}
+	nowMs := now.Val().UnixMilli()
 	switch typ.Val() {
 	case "none":
 		return nh
@@ -234,7 +257,7 @@ func readHolding(ctx context.Context, n *node, rkey string) NodeHolding {
 		if err != nil {
 			return fail(err)
 		}
-		if tokens, ok := readLayout(fields); ok {
+		if tokens, ok := readLayout(fields, nowMs); ok {
 			nh.Layout, nh.Tokens, nh.Count = layoutRead, tokens, int64(len(tokens))
 			if len(tokens) > 0 {
 				nh.Held, nh.Token, nh.Label = true, tokens[0], labelOf(tokens[0])
@@ -247,6 +270,20 @@ func readHolding(ctx context.Context, n *node, rkey string) NodeHolding {
 			break
 		}
 		nh.Layout, nh.Owner, nh.Tokens, nh.Count = layoutOwner, owner, tokens, int64(len(tokens))
+		if len(tokens) > 0 {
+			nh.Held, nh.Token, nh.Label = true, tokens[0], labelOf(tokens[0])
+		}
+	case "zset":
+		members, err := zset.Result()
+		if err != nil {
+			return fail(err)
+		}
+		permits, tokens, ok := semLayout(members, nowMs)
+		if !ok {
+			nh.Layout = layoutForeign
+			break
+		}
+		nh.Layout, nh.Permits, nh.Tokens, nh.Count = layoutSem, permits, tokens, int64(len(tokens))
 		if len(tokens) > 0 {
 			nh.Held, nh.Token, nh.Label = true, tokens[0], labelOf(tokens[0])
 		}
@@ -281,14 +318,13 @@ func ownerLayout(fields map[string]string) (owner string, tokens []string, ok bo
 
 // readLayout reads the fields of a hash as RLock's readers: "mode" is
 // "read", and a field "r:<token>" per reader (see rlock.lua). It returns the
-// tokens, sorted, or ok false when the hash is laid out otherwise. A reader
-// whose expiry has passed is listed until a script drops it: Inspect does
-// not read the node's clock.
-func readLayout(fields map[string]string) (tokens []string, ok bool) {
+// tokens of the readers whose expiry (in milliseconds on the node's clock)
+// is after now, sorted, or ok false when the hash is laid out otherwise.
+func readLayout(fields map[string]string, now int64) (tokens []string, ok bool) {
 	if fields["mode"] != "read" {
 		return nil, false
 	}
-	for f := range fields {
+	for f, v := range fields {
 		if f == "mode" {
 			continue
 		}
@@ -296,10 +332,35 @@ func readLayout(fields map[string]string) (tokens []string, ok bool) {
 		if !isToken {
 			return nil, false
 		}
+		if e, err := strconv.ParseInt(v, 10, 64); err == nil && e <= now {
+			continue // expired: no script has dropped it yet
+		}
 		tokens = append(tokens, tk)
 	}
 	slices.Sort(tokens)
 	return tokens, true
+}
+
+// semLayout reads a sorted set as a semaphore's permits: the member
+// '#permits' scored by minus the permits, and one member per holder scored
+// by its expiry in milliseconds on the node's clock (see semacquire.lua).
+// It returns the permits and the holders whose expiry is after now, sorted,
+// or ok false when the set is laid out otherwise.
+func semLayout(members []redis.Z, now int64) (permits int, tokens []string, ok bool) {
+	for _, m := range members {
+		name, _ := m.Member.(string)
+		switch {
+		case name == permitsMember:
+			permits, ok = int(-m.Score), true
+		case int64(m.Score) > now:
+			tokens = append(tokens, name)
+		}
+	}
+	if !ok || permits < 1 {
+		return 0, nil, false
+	}
+	slices.Sort(tokens)
+	return permits, tokens, true
 }
 
 // labelOf returns the label of a value this library wrote: what follows
@@ -347,6 +408,24 @@ func isAttemptName(s string) bool {
 	return true
 }
 
+// semHeld reports whether a group of nodes holds a verdict: for a semaphore,
+// when one of its permits is on q of the nodes; any other group that has
+// q nodes holds one.
+func semHeld(g []*NodeHolding, q int) bool {
+	if g[0].Layout != layoutSem {
+		return true
+	}
+	seen := make(map[string]int)
+	for _, nh := range g {
+		for _, tk := range nh.Tokens {
+			if seen[tk]++; seen[tk] >= q {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // forever stands for the PTTL of a key without expiry.
 const forever = time.Duration(math.MaxInt64)
 
@@ -367,24 +446,38 @@ func (h *Holding) decide(driftFactor float64, took time.Duration) {
 			groups["o:"+nh.Owner] = append(groups["o:"+nh.Owner], nh)
 		case nh.Layout == layoutRead:
 			groups["r"] = append(groups["r"], nh)
+		case nh.Layout == layoutSem:
+			k := "s:" + strconv.Itoa(nh.Permits)
+			groups[k] = append(groups[k], nh)
 		}
 	}
 	var holders []*NodeHolding
+	quorum, largestSem := h.Quorum, 0
 	for _, g := range groups {
-		// A quorum is a majority: at most one holder has one.
-		if len(g) >= h.Quorum {
-			holders = g
+		q := h.Quorum
+		if g[0].Layout == layoutSem {
+			q = semaphoreQuorum(len(h.Nodes), g[0].Permits)
+			if len(g) > largestSem {
+				// Unheld, the key is still a semaphore's: report its
+				// permits and quorum.
+				largestSem, h.Permits, h.Quorum = len(g), g[0].Permits, q
+			}
+		}
+		// A quorum is at least a majority: at most one holder has one.
+		if len(g) >= q && semHeld(g, q) {
+			holders, quorum = g, q
 		}
 	}
 	if holders == nil {
 		return
 	}
-	h.Held = true
+	h.Held, h.Quorum = true, quorum
 	first := holders[0]
 	if first.Layout == layoutPlain {
 		h.Token, h.Tokens, h.Label, h.Count = first.Value, []string{first.Value}, first.Label, 1
 	} else {
 		h.Owner, h.Shared = first.Owner, first.Layout == layoutRead
+		h.Permits = first.Permits
 		counts := make([]int64, len(holders))
 		seen := make(map[string]int)
 		for i, nh := range holders {
@@ -401,6 +494,9 @@ func (h *Holding) decide(driftFactor float64, took time.Duration) {
 			}
 		}
 		slices.Sort(h.Tokens)
+		if h.Permits > 0 {
+			h.Count = int64(len(h.Tokens))
+		}
 		if len(h.Tokens) > 0 {
 			h.Token, h.Label = h.Tokens[0], labelOf(h.Tokens[0])
 		}

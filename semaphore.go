@@ -190,12 +190,11 @@ func permitsRefused(votes []NodeVote) bool {
 }
 
 // permitsMismatch returns the error of an attempt that a node refused for
-// disagreeing permits, or nil.
+// disagreeing permits, or nil. It is qerr itself: the node's vote names
+// both numbers, and its NodeError makes qerr match ErrPermitsMismatch.
 func permitsMismatch(qerr *QuorumError) error {
-	for _, v := range qerr.Stats.Nodes {
-		if errors.Is(v.Err, ErrPermitsMismatch) {
-			return fmt.Errorf("%w: %w", v.Err, qerr)
-		}
+	if permitsRefused(qerr.Stats.Nodes) {
+		return qerr
 	}
 	return nil
 }

@@ -182,6 +182,7 @@ func TestSemaphorePermitsMustAgree(t *testing.T) {
 	require.ErrorContains(t, err, "held with 2 permits")
 	require.ErrorContains(t, err, "this semaphore has 3")
 	require.NoError(t, l.Unlock(t.Context()))
+	eventually(t, ms, "sem-agree", "") // Unlock returns at its quorum
 
 	// Once nobody holds it, the key takes the new number.
 	l, err = three.TryAcquire(t.Context())
@@ -447,4 +448,70 @@ func TestSemaphoreOnRealRedisWithKilledNodes(t *testing.T) {
 	err = b.Unlock(t.Context())
 	require.Error(t, err, "3 nodes cannot confirm a release that needs 4")
 	require.False(t, errors.Is(err, ErrNotHeld) && !strings.Contains(err.Error(), "quorum"), "got %v", err)
+}
+
+// TestSemaphoreInspect: Inspect reads a semaphore's sorted set: its permits,
+// the quorum they need, and the live permits a quorum holds; a holder whose
+// expiry has passed on the node's clock is not listed; a sorted set without
+// '#permits' is foreign.
+func TestSemaphoreInspect(t *testing.T) {
+	ms, cs := minis(t, 5)
+	c := newClient(t, cs, WithTTL(10*time.Second))
+	s, err := c.Semaphore("sem-inspect", 2)
+	require.NoError(t, err)
+	a, err := s.TryAcquire(t.Context())
+	require.NoError(t, err)
+	b, err := s.TryAcquire(t.Context(), WithLabel("job-b"))
+	require.NoError(t, err)
+	want := []string{a.Token(), b.Token()}
+	slices.Sort(want)
+	require.Eventually(t, func() bool {
+		h, err := c.Inspect(t.Context(), "sem-inspect")
+		return err == nil && h.Count == 2 && len(h.Nodes) == 5 && h.Nodes[4].Count == 2
+	}, 5*time.Second, time.Millisecond, "Inspect never saw both permits on every node")
+	h, err := c.Inspect(t.Context(), "sem-inspect")
+	require.NoError(t, err)
+	require.True(t, h.Held)
+	require.False(t, h.Shared)
+	require.Equal(t, 2, h.Permits)
+	require.Equal(t, 4, h.Quorum, "two permits on five nodes need four")
+	require.Equal(t, want, h.Tokens)
+	require.Positive(t, h.Remaining)
+	for _, nh := range h.Nodes {
+		require.Equal(t, "semaphore", nh.Layout, "node %d", nh.Index)
+		require.Equal(t, 2, nh.Permits, "node %d", nh.Index)
+		require.Equal(t, want, nh.Tokens, "node %d", nh.Index)
+	}
+	require.Contains(t, []string{h.Nodes[0].Label, ""}, h.Nodes[0].Label)
+
+	// a's expiry passes on two nodes' clocks (its member's score is moved
+	// back): it is then on three nodes only, short of the quorum.
+	for _, m := range ms[:2] {
+		_, err := m.ZAdd("sem-inspect", 1, a.Token())
+		require.NoError(t, err)
+	}
+	h, err = c.Inspect(t.Context(), "sem-inspect")
+	require.NoError(t, err)
+	require.True(t, h.Held)
+	require.Equal(t, []string{b.Token()}, h.Tokens)
+	require.EqualValues(t, 1, h.Count)
+	require.Equal(t, "job-b", h.Label)
+	require.Equal(t, []string{b.Token()}, h.Nodes[0].Tokens, "an expired holder is not listed")
+	require.ErrorIs(t, a.Unlock(t.Context()), ErrNotHeld, "a is gone on two nodes: too few hold it")
+	require.NoError(t, b.Unlock(t.Context()))
+	h, err = c.Inspect(t.Context(), "sem-inspect")
+	require.NoError(t, err)
+	require.False(t, h.Held)
+
+	// Somebody else's sorted set.
+	for _, m := range ms {
+		_, err := m.ZAdd("scores", 1, "alice")
+		require.NoError(t, err)
+	}
+	h, err = c.Inspect(t.Context(), "scores")
+	require.NoError(t, err)
+	require.False(t, h.Held)
+	for _, nh := range h.Nodes {
+		require.Equal(t, "foreign", nh.Layout, "node %d", nh.Index)
+	}
 }

@@ -37,7 +37,7 @@ type runConfig struct {
 	noWait       bool
 	conflictCode int    // the status when the lock is held elsewhere
 	shell        string // -c: a command line for the shell
-	exclusive    bool   // -x: accepted for flock(1), and changes nothing
+	exclusive    bool   // -x: as flock(1); the default, unless -shared or -permits
 	grace        time.Duration
 	maxHold      time.Duration // 0: no cap
 	nodeTimeout  time.Duration // 0: derived from ttl
@@ -46,6 +46,9 @@ type runConfig struct {
 	quiet        bool
 	fencing      bool
 	owner        string
+	shared       bool // -shared: a read lock
+	permits      int  // -permits: one of k permits; 0 for a lock
+	permitsSet   bool // -permits was given
 	label        string
 	labelSet     bool     // -label was given, maybe as ""
 	argv         []string // the command; none for lock without one
@@ -73,9 +76,12 @@ func runFlags(cfg *runConfig, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.conflictCode, "E", cfg.conflictCode, "the exit `status` when the lock is held elsewhere: the same as -conflict-exit-code")
 	fs.StringVar(&cfg.shell, "command", cfg.shell, "run this `command line` with $SHELL -c (/bin/sh -c without $SHELL), as flock(1) -c does, instead of a command after the flags")
 	fs.StringVar(&cfg.shell, "c", cfg.shell, "the `command line` to run: the same as -command")
-	fs.BoolVar(&cfg.exclusive, "exclusive", cfg.exclusive, "accepted for flock(1): every redlock lock is exclusive")
+	fs.BoolVar(&cfg.exclusive, "exclusive", cfg.exclusive, "take an exclusive (write) lock, as flock(1) -x does: the default")
 	fs.BoolVar(&cfg.exclusive, "x", cfg.exclusive, "the same as -exclusive")
 	fs.BoolVar(&cfg.exclusive, "e", cfg.exclusive, "the same as -exclusive")
+	fs.BoolVar(&cfg.shared, "shared", cfg.shared, "take a shared (read) lock, as flock(1) -s does: any number of shared holders at once, and none while an exclusive one holds; a waiting exclusive run goes first")
+	fs.BoolVar(&cfg.shared, "s", cfg.shared, "the same as -shared")
+	fs.IntVar(&cfg.permits, "permits", cfg.permits, "take one of `k` permits of a counting semaphore on the key: at most k holders at once; every run on the key must give the same k. It needs more nodes than a lock once k > 1: floor(k*N/(k+1))+1 of N")
 	fs.DurationVar(&cfg.grace, "grace", cfg.grace, "when the lock is lost, how long the command has to exit after SIGTERM before SIGKILL")
 	fs.DurationVar(&cfg.maxHold, "max-hold", cfg.maxHold, "stop the command, as if the lock were lost, once it has held the lock this long; 0 means no limit")
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cfg.nodeTimeout, "bound on each request to a node; 0 means ttl/10, at most "+maxNodeTimeout.String())
@@ -132,8 +138,13 @@ nodes, runs the command, keeps the lock alive while the command runs, and
 releases it when the command exits.
 
   - It waits for the lock up to -wait, by default as long as it takes, or
-    not at all with -no-wait or -wait 0. flock(1)'s -w, -n, -E, -c and -x
-    mean what they mean there; its -s, -u, -o and -F have no counterpart.
+    not at all with -no-wait or -wait 0. flock(1)'s -w, -n, -E, -c, -x
+    and -s mean what they mean there; its -u, -o and -F have no
+    counterpart.
+  - -shared (-s) takes a read lock: runs with -shared hold the key
+    together, and exclude an exclusive run, which waits for them all to
+    end; while it waits, new -shared runs wait behind it. -permits k takes
+    one of k permits of a counting semaphore: up to k runs at once.
   - It extends the lock every third of -ttl. A killed redlock extends
     nothing: the lock expires within -ttl, and on Linux the kernel kills
     the command.
@@ -196,6 +207,18 @@ func (c *runConfig) validate() ([]nodeSpec, error) {
 		return nil, fmt.Errorf("-max-hold must not be negative, got %v", c.maxHold)
 	case c.nodeTimeout < 0:
 		return nil, fmt.Errorf("-node-timeout must not be negative, got %v", c.nodeTimeout)
+	case c.permitsSet && c.permits < 1:
+		return nil, fmt.Errorf("-permits must be at least 1, got %d", c.permits)
+	case c.shared && c.exclusive:
+		return nil, errors.New("-shared and -exclusive exclude each other")
+	case c.exclusive && c.permits > 0:
+		return nil, errors.New("-exclusive and -permits exclude each other: a permit is neither shared nor exclusive")
+	case c.shared && c.permits > 0:
+		return nil, errors.New("-shared and -permits exclude each other: a permit is neither shared nor exclusive")
+	case (c.shared || c.permits > 0) && c.fencing:
+		return nil, fmt.Errorf("-fencing works only with an exclusive lock, not with %s", c.mode())
+	case (c.shared || c.permits > 0) && c.owner != "":
+		return nil, fmt.Errorf("-owner works only with an exclusive lock, not with %s", c.mode())
 	}
 	if c.shell != "" {
 		sh := os.Getenv("SHELL")
@@ -222,6 +245,18 @@ func defaultLabel() string {
 		l = l[len(l)-redlock.MaxLabelLen:]
 	}
 	return l
+}
+
+// mode names what the run takes, for messages: "-shared", "-permits k",
+// or "an exclusive lock".
+func (c *runConfig) mode() string {
+	switch {
+	case c.shared:
+		return "-shared"
+	case c.permits > 0:
+		return fmt.Sprintf("-permits %d", c.permits)
+	}
+	return "an exclusive lock"
 }
 
 // tryOnce reports whether the lock is tried once rather than waited for.
@@ -279,6 +314,7 @@ func runOrLock(ctx context.Context, name string, args []string, stdout, stderr i
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
 	cfg.labelSet = explicit["label"]
+	cfg.permitsSet = explicit["permits"]
 	specs, err := cfg.validate()
 	if err != nil {
 		fmt.Fprintf(stderr, "redlock %s: %v\n(redlock help %s prints the flags and exit statuses)\n", name, err, name)
@@ -403,11 +439,7 @@ func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.
 		l   *redlock.Lock
 		err error
 	)
-	if r.cfg.tryOnce() {
-		l, err = c.TryLock(actx, r.cfg.key)
-	} else {
-		l, err = c.Lock(actx, r.cfg.key)
-	}
+	l, err = r.take(actx, c)
 	close(stop)
 	if sig, ok := <-interrupted; ok {
 		if l != nil {
@@ -417,8 +449,9 @@ func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.
 		return nil, signalStatus(sig)
 	}
 	if err != nil {
-		if errors.Is(err, redlock.ErrInvalidOption) {
-			r.say("%v", err)
+		if errors.Is(err, redlock.ErrInvalidOption) || errors.Is(err, redlock.ErrPermitsMismatch) {
+			// Waiting would not help: the key's holders use other permits.
+			r.say("%v; exiting %d", err, exitUsage)
 			return nil, exitUsage
 		}
 		var why string
@@ -447,6 +480,30 @@ func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.
 		}
 	}
 	return l, 0
+}
+
+// take makes the acquisition: a lock, a read lock with -shared, or a permit
+// with -permits; once, or waiting as long as ctx allows.
+func (r *runner) take(ctx context.Context, c *redlock.Client) (*redlock.Lock, error) {
+	once, key := r.cfg.tryOnce(), r.cfg.key
+	switch {
+	case r.cfg.shared && once:
+		return c.TryRLock(ctx, key)
+	case r.cfg.shared:
+		return c.RLock(ctx, key)
+	case r.cfg.permits > 0:
+		s, err := c.Semaphore(key, r.cfg.permits)
+		if err != nil {
+			return nil, err
+		}
+		if once {
+			return s.TryAcquire(ctx)
+		}
+		return s.Acquire(ctx)
+	case once:
+		return c.TryLock(ctx, key)
+	}
+	return c.Lock(ctx, key)
 }
 
 // supervise runs the command while l is held and returns run's exit status.

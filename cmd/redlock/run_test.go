@@ -463,3 +463,74 @@ func TestRunFencingLabelOwner(t *testing.T) {
 	}
 	require.Equal(t, 0, h.release(t), "holder: stderr:\n%s", h.p.errText())
 }
+
+// --shared (-s) takes a read lock: shared runs hold the key together, and
+// exclude an exclusive run, as flock(1) -s does. --permits k lets k runs
+// hold at once. Both exit as run does.
+func TestRunSharedAndPermits(t *testing.T) {
+	_, nodes := startNodes(t, 3)
+	base := func(key string, flags ...string) []string {
+		return append([]string{"run", "--nodes", nodes, "--key", key}, flags...)
+	}
+	t.Run("shared", func(t *testing.T) {
+		r1 := holdKey(t, nodes, "rw", "--shared")
+		r2 := holdKey(t, nodes, "rw", "-s")
+		code, stdout, stderr := runRedlock(t, nil, append(base("rw", "-s", "-n"), "echo", "third reader")...)
+		require.Equal(t, 0, code, "a third reader: stderr:\n%s", stderr)
+		require.Equal(t, "third reader\n", stdout)
+		for _, flags := range [][]string{{"-n"}, {"-x", "-n"}, {"-w", "0.2"}} {
+			code, _, stderr = runRedlock(t, nil, append(base("rw", flags...), "true")...)
+			require.Equal(t, exitNotAcquired, code, "%v beside readers: exit status: got %d, want %d; stderr:\n%s", flags, code, exitNotAcquired, stderr)
+		}
+		require.Equal(t, 0, r1.release(t), "reader: stderr:\n%s", r1.p.errText())
+		require.Equal(t, 0, r2.release(t), "reader: stderr:\n%s", r2.p.errText())
+		// An exclusive holder keeps readers out, and -E applies to them.
+		w := holdKey(t, nodes, "rw")
+		code, _, stderr = runRedlock(t, nil, append(base("rw", "-s", "-n", "-E", "3"), "true")...)
+		require.Equal(t, 3, code, "reader beside a writer: stderr:\n%s", stderr)
+		require.Contains(t, stderr, "-no-wait: redlock: not acquired")
+		require.Equal(t, 0, w.release(t), "writer: stderr:\n%s", w.p.errText())
+	})
+	t.Run("permits", func(t *testing.T) {
+		h1 := holdKey(t, nodes, "pool", "--permits", "2")
+		h2 := holdKey(t, nodes, "pool", "--permits", "2")
+		code, _, stderr := runRedlock(t, nil, append(base("pool", "--permits", "2", "-n"), "true")...)
+		require.Equal(t, exitNotAcquired, code, "a third permit of 2: exit status: got %d, want %d; stderr:\n%s", code, exitNotAcquired, stderr)
+		// Disagreeing permits are a usage error: waiting would not help.
+		code, _, stderr = runRedlock(t, nil, append(base("pool", "--permits", "3", "-w", "5"), "true")...)
+		require.Equal(t, exitUsage, code, "--permits 3 on a key of 2: stderr:\n%s", stderr)
+		require.Contains(t, stderr, "permits disagree")
+		require.Equal(t, 0, h1.release(t), "holder: stderr:\n%s", h1.p.errText())
+		code, stdout, stderr := runRedlock(t, nil, append(base("pool", "--permits", "2", "-n"), "echo", "a permit")...)
+		require.Equal(t, 0, code, "a permit once one was released: stderr:\n%s", stderr)
+		require.Equal(t, "a permit\n", stdout)
+		// A waiting run gets the permit when a holder ends.
+		h3 := holdKey(t, nodes, "pool", "--permits", "2")
+		p := startRedlock(t, nil, append(base("pool", "--permits", "2", "-w", "20", "-v"), "echo", "waited")...)
+		eventually(t, 10*time.Second, "waiter waiting", func() bool { return strings.Contains(p.errText(), "waiting up to") })
+		time.Sleep(100 * time.Millisecond)
+		require.False(t, fileHas(p.stdout, "waited"), "the waiter ran while both permits were held")
+		require.Equal(t, 0, h2.release(t), "holder: stderr:\n%s", h2.p.errText())
+		code = p.wait(t, 20*time.Second)
+		require.Equal(t, 0, code, "waiter: stderr:\n%s", p.errText())
+		require.Equal(t, "waited\n", p.outText())
+		require.Equal(t, 0, h3.release(t), "holder: stderr:\n%s", h3.p.errText())
+	})
+	t.Run("bad flags", func(t *testing.T) {
+		for _, tt := range []struct {
+			flags []string
+			want  string
+		}{
+			{[]string{"-s", "-x"}, "-shared and -exclusive exclude each other"},
+			{[]string{"--permits", "2", "-s"}, "-shared and -permits exclude each other"},
+			{[]string{"--permits", "2", "-x"}, "-exclusive and -permits exclude each other"},
+			{[]string{"--permits", "-1"}, "-permits must be at least 1, got -1"},
+			{[]string{"-s", "--fencing"}, "-fencing works only with an exclusive lock, not with -shared"},
+			{[]string{"--permits", "2", "--owner", "me"}, "-owner works only with an exclusive lock, not with -permits 2"},
+		} {
+			code, _, stderr := runRedlock(t, nil, append(base("bad", tt.flags...), "true")...)
+			require.Equal(t, exitUsage, code, "%v: stderr:\n%s", tt.flags, stderr)
+			require.Contains(t, stderr, tt.want, "%v", tt.flags)
+		}
+	})
+}

@@ -206,6 +206,8 @@ type statusReport struct {
 	Label       string   `json:"label,omitempty"`
 	Owner       string   `json:"owner,omitempty"`
 	Count       int64    `json:"count,omitempty"`
+	Shared      bool     `json:"shared,omitempty"`  // readers hold it; Count is their number
+	Permits     int      `json:"permits,omitempty"` // a semaphore's; Count is the permits held
 	RemainingMS int64    `json:"remaining_ms"`
 	NoExpiry    bool     `json:"no_expiry,omitempty"`
 	// Holder is the token held by the most nodes, and HeldOn their count;
@@ -219,18 +221,19 @@ type statusReport struct {
 
 // nodeStatus is one node's answer.
 type nodeStatus struct {
-	Index  int      `json:"index"`
-	Addr   string   `json:"addr"`
-	State  string   `json:"state"`            // held, free, foreign or error
-	Layout string   `json:"layout,omitempty"` // plain, owner or foreign
-	Token  string   `json:"token,omitempty"`
-	Tokens []string `json:"tokens,omitempty"` // every hold of an owner lock
-	Label  string   `json:"label,omitempty"`
-	Owner  string   `json:"owner,omitempty"`
-	Count  int64    `json:"count,omitempty"`
-	PTTL   *int64   `json:"pttl_ms,omitempty"` // set when the key is there; -1: no expiry
-	Value  string   `json:"value,omitempty"`   // the stored string, when it is not Token
-	Error  string   `json:"error,omitempty"`
+	Index   int      `json:"index"`
+	Addr    string   `json:"addr"`
+	State   string   `json:"state"`            // held, free, foreign or error
+	Layout  string   `json:"layout,omitempty"` // plain, owner, read, semaphore or foreign
+	Token   string   `json:"token,omitempty"`
+	Tokens  []string `json:"tokens,omitempty"` // every hold of an owner lock, reader or permit
+	Permits int      `json:"permits,omitempty"`
+	Label   string   `json:"label,omitempty"`
+	Owner   string   `json:"owner,omitempty"`
+	Count   int64    `json:"count,omitempty"`
+	PTTL    *int64   `json:"pttl_ms,omitempty"` // set when the key is there; -1: no expiry
+	Value   string   `json:"value,omitempty"`   // the stored string, when it is not Token
+	Error   string   `json:"error,omitempty"`
 }
 
 const (
@@ -240,6 +243,8 @@ const (
 	stateError   = "error"
 
 	layoutOwner   = "owner"
+	layoutRead    = "read"
+	layoutSem     = "semaphore"
 	layoutForeign = "foreign"
 )
 
@@ -248,7 +253,7 @@ func newStatusReport(h *redlock.Holding, specs []nodeSpec) *statusReport {
 	rep := &statusReport{
 		Key: h.Key, Quorum: h.Quorum, Nodes: make([]nodeStatus, len(h.Nodes)),
 		Held: h.Held, Token: h.Token, Label: h.Label, Owner: h.Owner, Count: h.Count,
-		RemainingMS: h.Remaining.Milliseconds(), NoExpiry: h.NoExpiry,
+		Shared: h.Shared, Permits: h.Permits, RemainingMS: h.Remaining.Milliseconds(), NoExpiry: h.NoExpiry,
 	}
 	if len(h.Tokens) > 1 {
 		rep.Tokens = h.Tokens
@@ -270,6 +275,7 @@ func newStatusReport(h *redlock.Holding, specs []nodeSpec) *statusReport {
 		}
 		if ns.State == stateHeld || ns.State == stateForeign {
 			ns.Layout, ns.Token, ns.Label, ns.Owner, ns.Count = n.Layout, n.Token, n.Label, n.Owner, n.Count
+			ns.Permits = n.Permits
 			if len(n.Tokens) > 1 {
 				ns.Tokens = n.Tokens
 			}
@@ -292,10 +298,16 @@ func newStatusReport(h *redlock.Holding, specs []nodeSpec) *statusReport {
 }
 
 // holderKey groups the nodes that hold the key for one holder: one value
-// at a plain key, or one owner at an owner lock, as Inspect decides.
+// at a plain key, one owner at an owner lock, the readers together, or a
+// semaphore's permits together, as Inspect decides.
 func holderKey(n nodeStatus) string {
-	if n.Layout == layoutOwner {
+	switch n.Layout {
+	case layoutOwner:
 		return "o:" + n.Owner
+	case layoutRead:
+		return "r"
+	case layoutSem:
+		return "s:" + strconv.Itoa(n.Permits)
 	}
 	return "v:" + n.Token
 }
@@ -401,6 +413,12 @@ func (r *statusReport) verdict() string {
 			held[k]++
 			if _, ok := names[k]; !ok {
 				names[k] = holderName(n.Token, n.Label, n.Owner)
+				switch n.Layout {
+				case layoutRead:
+					names[k] = "readers"
+				case layoutSem:
+					names[k] = fmt.Sprintf("permits of %d", n.Permits)
+				}
 			}
 			answered++
 		case stateForeign:
@@ -420,8 +438,13 @@ func (r *statusReport) verdict() string {
 	switch {
 	case r.Held:
 		who := holderName(r.Token, r.Label, r.Owner)
-		if r.Owner != "" {
+		switch {
+		case r.Owner != "":
 			who += fmt.Sprintf(", count %d", r.Count)
+		case r.Shared:
+			who = fmt.Sprintf("%d %s, first %s", r.Count, plural(r.Count, "reader"), who)
+		case r.Permits > 0:
+			who = fmt.Sprintf("%d of %d permits, first %s", r.Count, r.Permits, who)
 		}
 		until := "for " + (time.Duration(r.RemainingMS) * time.Millisecond).String() + " more at least"
 		if r.NoExpiry {
@@ -441,6 +464,14 @@ func (r *statusReport) verdict() string {
 		return fmt.Sprintf("unknown: free on the %d of %d nodes that answered, fewer than the quorum of %d%s", answered, len(r.Nodes), r.Quorum, notes)
 	}
 	return fmt.Sprintf("free on every node that answered (%d of %d)%s", answered, len(r.Nodes), notes)
+}
+
+// plural is noun, with an s unless n is 1.
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
 }
 
 // holderName names a holder: its token up to the label, and the label when

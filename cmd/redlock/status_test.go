@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -136,6 +137,64 @@ func TestStatusOwnerLock(t *testing.T) {
 	code, stdout, _ = runRedlock(t, nil, "status", "--nodes", nodes, "--key", "own")
 	require.Equal(t, 0, code)
 	require.Contains(t, stdout, "free on every node that answered (3 of 3)")
+}
+
+// Readers and a semaphore's permits are shown with their layouts, and the
+// verdict counts them; a semaphore's quorum is its own.
+func TestStatusReadersAndPermits(t *testing.T) {
+	_, nodes := startNodes(t, 5)
+	r1 := startLock(t, nodes, "shared", "-s")
+	r2 := startLock(t, nodes, "shared", "-s", "--label", "reader two", "--no-wait")
+	heldOnAll(t, nodes, "shared", 2)
+	code, stdout, stderr := runRedlock(t, nil, "status", "--nodes", nodes, "--key", "shared")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	require.Equal(t, 5, len(regexp.MustCompile(`(?m)^  \d +\S+ +held +[0-9.]+m?s +read +\S+ \(\+1\) .*$`).FindAllString(stdout, -1)),
+		"want 5 rows of two readers; got\n%s", stdout)
+	require.Regexp(t, `(?m)^held by 2 readers, first .* on 5 of 5 nodes \(quorum 3\), for [0-9.]+m?s more at least$`, stdout)
+	code, stdout, _ = runRedlock(t, nil, "status", "--nodes", nodes, "--key", "shared", "--json")
+	require.Equal(t, 0, code)
+	var rep statusReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep), "json: got\n%s", stdout)
+	require.True(t, rep.Held && rep.Shared, "got %+v", rep)
+	require.ElementsMatch(t, []string{r1.token(), r2.token()}, rep.Tokens)
+	require.Equal(t, 0, r1.stop(t, syscall.SIGTERM), "reader: stderr: %s", r1.p.errText())
+	require.Equal(t, 0, r2.stop(t, syscall.SIGTERM), "reader: stderr: %s", r2.p.errText())
+
+	p := startLock(t, nodes, "pool", "--permits", "2")
+	heldOnAll(t, nodes, "pool", 1)
+	code, stdout, stderr = runRedlock(t, nil, "status", "--nodes", nodes, "--key", "pool")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	require.Regexp(t, `(?m)^key "pool" on 5 nodes \(quorum 4\)$`, stdout)
+	require.Equal(t, 5, len(regexp.MustCompile(`(?m)^  \d +\S+ +held +[0-9.]+m?s +semaphore .*$`).FindAllString(stdout, -1)), "got\n%s", stdout)
+	require.Regexp(t, `(?m)^held by 1 of 2 permits, first .* on 5 of 5 nodes \(quorum 4\), for [0-9.]+m?s more at least$`, stdout)
+	code, stdout, _ = runRedlock(t, nil, "status", "--nodes", nodes, "--key", "pool", "--json")
+	require.Equal(t, 0, code)
+	rep = statusReport{}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep), "json: got\n%s", stdout)
+	require.Equal(t, 2, rep.Permits)
+	require.Equal(t, 4, rep.Quorum)
+	require.Equal(t, p.token(), rep.Token)
+	require.Equal(t, 2, rep.Nodes[0].Permits)
+	require.Equal(t, 0, p.stop(t, syscall.SIGTERM), "permit: stderr: %s", p.p.errText())
+}
+
+// heldOnAll waits until every node holds key for count holders: a lock
+// returns at its quorum, before the slower nodes have answered.
+func heldOnAll(t *testing.T, nodes, key string, count int64) {
+	t.Helper()
+	eventually(t, 10*time.Second, fmt.Sprintf("%s held by %d on every node", key, count), func() bool {
+		code, stdout, _ := runRedlock(t, nil, "status", "--nodes", nodes, "--key", key, "--json")
+		var rep statusReport
+		if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil {
+			return false
+		}
+		for _, n := range rep.Nodes {
+			if n.State != stateHeld || n.Count != count {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // A key that holds something else than a lock is shown as foreign, and run
