@@ -675,6 +675,17 @@ func (a *acquisition) mark(i int, ttlArg any) {
 	a.c.nodes[i].pipe.submit(&markJob{t: a.t, keys: a.waiting, ttlArg: ttlArg, end: time.Now().Add(a.cfg.releaseTimeout())})
 }
 
+// unmark deletes, on every node, the writers' waiting markers of the keys
+// that a writer which gave up had set, without waiting for the replies. A
+// reader's marker ("r") is left alone. Another writer still waiting sets
+// its marker again with its next attempt; meanwhile a reader may get in,
+// which costs the preference, never safety.
+func (a *acquisition) unmark() {
+	for _, n := range a.c.nodes {
+		n.pipe.submit(&unmarkJob{keys: a.waiting, end: time.Now().Add(a.cfg.releaseTimeout())})
+	}
+}
+
 // wait marks the acquisition as waiting for its keys' release: from the
 // next attempt on, each attempt marks the keys first.
 func (a *acquisition) wait() {

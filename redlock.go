@@ -308,6 +308,11 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		if wt != nil {
 			c.waitlist.leave(wt, won)
 		}
+		if !won && a.waiting != nil && !t.reader && !c.isClosed() {
+			// A writer that gives up takes its marker back, so that new
+			// readers need not wait out its TTL.
+			a.unmark()
+		}
 	}()
 	// pause waits for a wake-up or the retry delay before the next attempt;
 	// it returns the error that ends the call instead, if any.

@@ -216,6 +216,49 @@ func TestRWWaitingWriterBlocksNewReaders(t *testing.T) {
 	})
 }
 
+// TestRWWriterThatGivesUpTakesItsMarkerBack: a writer whose wait ends
+// deletes its marker, so that new readers do not wait out its TTL; a
+// reader's marker is left.
+func TestRWWriterThatGivesUpTakesItsMarkerBack(t *testing.T) {
+	rwBackends(t, func(t *testing.T, cs []redis.UniversalClient) {
+		const key = "rw:giveup"
+		c := newClient(t, cs, WithTTL(10*time.Second))
+		r, err := c.TryRLock(t.Context(), key)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		_, err = c.Lock(ctx, key)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Eventually(t, func() bool {
+			for _, rc := range cs {
+				if n, _ := rc.Exists(context.Background(), waitingKey(key)).Result(); n != 0 {
+					return false
+				}
+			}
+			return true
+		}, 5*time.Second, time.Millisecond, "the writer that gave up left its marker (TTL 10s)")
+		r2, err := c.TryRLock(t.Context(), key)
+		require.NoError(t, err, "a new reader once the writer gave up")
+		require.NoError(t, r2.Unlock(t.Context()))
+
+		require.NoError(t, r.Unlock(t.Context()))
+
+		// The script leaves a reader's marker: it only serves to announce
+		// releases.
+		for i, rc := range cs {
+			bg := context.Background()
+			require.NoError(t, rc.Set(bg, waitingKey(key), "r", time.Minute).Err())
+			n, err := rc.Eval(bg, unmarkSrc, []string{waitingKey(key)}).Int()
+			require.NoError(t, err)
+			require.Zero(t, n, "node %d: a reader's marker was deleted", i)
+			require.NoError(t, rc.Set(bg, waitingKey(key), "1", time.Minute).Err())
+			n, err = rc.Eval(bg, unmarkSrc, []string{waitingKey(key)}).Int()
+			require.NoError(t, err)
+			require.Equal(t, 1, n, "node %d: a writer's marker was kept", i)
+		}
+	})
+}
+
 func TestRLockWaitingReaderWakesOnWriterUnlock(t *testing.T) {
 	rwBackends(t, func(t *testing.T, cs []redis.UniversalClient) {
 		const key = "rw:wake"

@@ -651,3 +651,26 @@ func (j *markJob) commands(cmds []redis.Cmder) []redis.Cmder {
 }
 
 func (j *markJob) done(time.Time, time.Time) bool { return false }
+
+// unmarkSrc deletes a writer's waiting marker, and leaves a reader's. It is
+// sent with EVAL, on the rare path of a writer that gave up: Redis caches
+// it.
+const unmarkSrc = `if redis.call('GET', KEYS[1]) == '1' then return redis.call('DEL', KEYS[1]) end return 0`
+
+// unmarkJob deletes the writers' waiting markers of keys on one node.
+type unmarkJob struct {
+	keys []string
+	end  time.Time
+}
+
+func (j *unmarkJob) deadline() time.Time { return j.end }
+func (j *unmarkJob) fail(error)          {}
+
+func (j *unmarkJob) commands(cmds []redis.Cmder) []redis.Cmder {
+	for _, m := range j.keys {
+		cmds = append(cmds, redis.NewCmd(context.Background(), "eval", unmarkSrc, 1, m))
+	}
+	return cmds
+}
+
+func (j *unmarkJob) done(time.Time, time.Time) bool { return false }
