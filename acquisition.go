@@ -346,7 +346,7 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 					lg.deliver(0, errNoAcquire)
 					return
 				}
-				lg.n.pipe.submit(&fenceJob{leg: *lg, t: t, value: at.value.value, fence: fence})
+				lg.n.pipe.submit(&fenceJob{leg: *lg, t: t, value: at.value.value, fence: fence, replicaAck: a.cfg.replicaAck, within: a.cfg.nodeTimeout / 2})
 			}
 			if answered, yes := at.acquireReply(lg.n.index); answered {
 				send(yes)

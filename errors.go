@@ -60,6 +60,12 @@ var (
 	// is removed.
 	ErrWrongType = errors.New("redlock: the key holds a value of another type, not a lock")
 
+	// ErrReplicaAck is the Err of a NodeError, in a VoteFailed, from a node
+	// whose replicas did not acknowledge the write within the node timeout
+	// (see WithReplicaAck): the key is on the master, but a failover could
+	// lose it, so the node's yes does not count, and it is rolled back.
+	ErrReplicaAck = errors.New("redlock: too few replicas acknowledged the write")
+
 	// errNotAsked is the vote of a node that a round left out on purpose.
 	errNotAsked = errors.New("not asked")
 )

@@ -58,6 +58,9 @@ type config struct {
 	// instead of semaphoreQuorum's; the semaphore's negative control uses
 	// it to show more than k holders at once.
 	majoritySemaphore bool
+	// replicaAck is the number of replicas that must acknowledge a write
+	// before a node's yes counts (WithReplicaAck); 0 waits for none.
+	replicaAck int
 	// reader makes the call a reader of a read-write lock (RLock).
 	reader bool
 	// noWriterPref makes a reader ignore waiting writers; the
@@ -159,6 +162,25 @@ func WithPubSub(enabled bool) Option {
 // off.
 func WithFencing(enabled bool) Option {
 	return func(c *config) { c.fencing = enabled }
+}
+
+// WithReplicaAck makes a node's yes count only once the key has reached at
+// least n of that node's replicas: each batch of acquires, extensions
+// (auto-extension included) and fence write-backs to a node ends with a
+// WAIT n, on the same connection, bounded by the node timeout. A node whose
+// replicas did not acknowledge in time votes failed, with ErrReplicaAck,
+// and is rolled back like any node that failed. Use it when each node is a
+// master with replicas that a failover may promote (Sentinel): replication
+// is asynchronous, and a replica promoted before it received the key would
+// let a second holder in. See docs/DEPLOYMENT.md.
+//
+// It costs the replicas' round trip on every acquisition, and a node
+// without n connected, caught-up replicas never says yes. The default, 0,
+// waits for none. It is refused with ErrInvalidOption for a negative n, and
+// for Redis Cluster nodes (a *redis.ClusterClient), where WAIT would not
+// reach the key's shard.
+func WithReplicaAck(n int) Option {
+	return func(c *config) { c.replicaAck = n }
 }
 
 // WithOwner makes the lock reentrant for an owner: a Lock call with an owner
@@ -288,6 +310,8 @@ func (c *config) validate() error {
 			ErrInvalidOption, c.retryMin, c.retryMax)
 	case c.maxHold < 0:
 		return fmt.Errorf("%w: max hold must not be negative, got %v", ErrInvalidOption, c.maxHold)
+	case c.replicaAck < 0:
+		return fmt.Errorf("%w: WithReplicaAck: the number of replicas must not be negative, got %d", ErrInvalidOption, c.replicaAck)
 	case len(c.label) > MaxLabelLen:
 		return fmt.Errorf("%w: label is %d bytes, longer than the %d allowed", ErrInvalidOption, len(c.label), MaxLabelLen)
 	case !utf8.ValidString(c.label):

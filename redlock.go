@@ -111,6 +111,9 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.checkReplicaAck(&cfg); err != nil {
+		return nil, err
+	}
 	c.cfg = cfg
 	c.observer = cfg.observer
 	c.log = slog.New(slog.DiscardHandler)
@@ -267,6 +270,9 @@ func (c *Client) config(opts []Option) (*config, error) {
 		return nil, fmt.Errorf("%w: WithObserver is a Client setting: give it to New, not to one call", ErrInvalidOption)
 	}
 	cfg.logger, cfg.observer = c.cfg.logger, c.cfg.observer
+	if err := c.checkReplicaAck(&cfg); err != nil {
+		return nil, err
+	}
 	for {
 		old := c.ttlMax.Load()
 		if int64(cfg.ttl) <= old || c.ttlMax.CompareAndSwap(old, int64(cfg.ttl)) {
@@ -274,6 +280,21 @@ func (c *Client) config(opts []Option) (*config, error) {
 		}
 	}
 	return &cfg, nil
+}
+
+// checkReplicaAck refuses WithReplicaAck on Redis Cluster nodes: WAIT has
+// no key, so a ClusterClient would send it to any shard, not to the one
+// whose connection wrote the lock key.
+func (c *Client) checkReplicaAck(cfg *config) error {
+	if cfg.replicaAck == 0 {
+		return nil
+	}
+	for _, n := range c.nodes {
+		if _, ok := n.client.(*redis.ClusterClient); ok {
+			return fmt.Errorf("%w: WithReplicaAck is not supported on Redis Cluster nodes (node %d): WAIT would not reach the key's shard", ErrInvalidOption, n.index)
+		}
+	}
+	return nil
 }
 
 // maxTTL is the largest TTL this Client has used: the time a restarted node

@@ -306,9 +306,34 @@ type renewJob struct {
 	results chan<- batchVotes // buffered: never blocks
 	cmds    []*redis.Cmd
 	eval    bool // set after a NOSCRIPT reply
+	// ackN and ackErr are the batch's WAIT result (WithReplicaAck).
+	ackN   int64
+	ackErr error
 }
 
 func (j *renewJob) deadline() time.Time { return j.end }
+
+// replicas is the most replicas any of the job's locks wants.
+func (j *renewJob) replicas() int {
+	n := 0
+	for _, l := range j.locks {
+		n = max(n, l.cfg.replicaAck)
+	}
+	return n
+}
+
+func (j *renewJob) acked(n int64, err error) { j.ackN, j.ackErr = n, err }
+
+// ackWithin is half the shortest node timeout of the job's locks.
+func (j *renewJob) ackWithin() time.Duration {
+	var w time.Duration
+	for i, l := range j.locks {
+		if i == 0 || l.cfg.nodeTimeout < w {
+			w = l.cfg.nodeTimeout
+		}
+	}
+	return w / 2
+}
 
 func (j *renewJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	if j.cmds == nil {
@@ -337,6 +362,8 @@ func (j *renewJob) done(time.Time, time.Time) bool {
 		switch v, err := cmd.Int64(); {
 		case err != nil:
 			votes[i] = VoteFailed
+		case v == 1 && replicaAckErr(j.locks[i].cfg.replicaAck, j.ackN, j.ackErr) != nil:
+			votes[i] = VoteFailed // not on enough replicas
 		case v == 1:
 			votes[i] = VoteYes
 		default:

@@ -63,6 +63,21 @@ type job interface {
 	fail(err error)
 }
 
+// acker is a job whose writes must reach the node's replicas before its
+// yes counts (WithReplicaAck). A batch that holds one ends with one WAIT,
+// for the most replicas its jobs ask for, bounded by their earliest
+// deadline; each is told the result before done.
+type acker interface {
+	// replicas is how many replicas must acknowledge the job's writes; 0
+	// needs no WAIT.
+	replicas() int
+	// ackWithin bounds the WAIT: half the node timeout, so that its reply
+	// still comes before the round decides without the node.
+	ackWithin() time.Duration
+	// acked records how many did, or the WAIT's error.
+	acked(n int64, err error)
+}
+
 // pipe is one node's transport. It is safe for concurrent use.
 type pipe struct {
 	c *Client
@@ -204,6 +219,10 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner) []redis.
 	for _, j := range live {
 		cmds = j.commands(cmds)
 	}
+	wait := waitCmd(live, now)
+	if wait != nil {
+		cmds = append(cmds, wait)
+	}
 	ctx := context.Background()
 	if p.deadlines {
 		var cancel context.CancelFunc
@@ -233,6 +252,9 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner) []redis.
 	}
 	clear(cmds)
 	for _, j := range live {
+		if a, ok := j.(acker); ok && wait != nil && a.replicas() > 0 {
+			a.acked(wait.Result())
+		}
 		if j.done(sent, recv) {
 			p.mu.Lock()
 			p.queue = append(p.queue, j)
@@ -240,6 +262,42 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner) []redis.
 		}
 	}
 	return cmds
+}
+
+// waitCmd returns the WAIT that ends a batch whose jobs need replicas to
+// acknowledge their writes, or nil. Its timeout is the shortest ackWithin
+// of those jobs, cut to what is left until the earliest of their
+// deadlines, and at least a millisecond: WAIT 0 would block for ever.
+func waitCmd(live []job, now time.Time) *redis.IntCmd {
+	most := 0
+	var within time.Duration
+	for _, j := range live {
+		a, ok := j.(acker)
+		if !ok || a.replicas() == 0 {
+			continue
+		}
+		most = max(most, a.replicas())
+		w := min(a.ackWithin(), j.deadline().Sub(now))
+		if within == 0 || w < within {
+			within = w
+		}
+	}
+	if most == 0 {
+		return nil
+	}
+	return redis.NewIntCmd(context.Background(), "wait", most, max(within.Milliseconds(), 1))
+}
+
+// replicaAckErr turns a WAIT's outcome into the error of a yes that does
+// not count, or nil when at least want replicas acknowledged.
+func replicaAckErr(want int, got int64, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: WAIT failed: %w", ErrReplicaAck, err)
+	case got < int64(want):
+		return fmt.Errorf("%w: %d of %d within the node timeout", ErrReplicaAck, got, want)
+	}
+	return nil
 }
 
 // nilReply reports a command that may well answer nil: GET, and SET with
@@ -353,7 +411,14 @@ type acquireJob struct {
 	// sent counts the writes of cmdSet's value.
 	sent sendCounter
 	args [9]any
+	// ackN and ackErr are the batch's WAIT result (WithReplicaAck).
+	ackN   int64
+	ackErr error
 }
+
+func (j *acquireJob) replicas() int            { return j.cfg.replicaAck }
+func (j *acquireJob) ackWithin() time.Duration { return j.cfg.nodeTimeout / 2 }
+func (j *acquireJob) acked(n int64, err error) { j.ackN, j.ackErr = n, err }
 
 func (j *acquireJob) deadline() time.Time { return j.end }
 func (j *acquireJob) fail(err error)      { j.leg.deliver(0, err) }
@@ -472,6 +537,11 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 			err = qerr
 		}
 	}
+	if val > 0 && err == nil && j.cfg.replicaAck > 0 {
+		if e := replicaAckErr(j.cfg.replicaAck, j.ackN, j.ackErr); e != nil {
+			val, err = 0, e // a failure, so that the node is rolled back
+		}
+	}
 	j.leg.deliver(val, err)
 	return false
 }
@@ -576,6 +646,9 @@ type extendJob struct {
 	args [9]any
 	// eval is set after a NOSCRIPT reply.
 	eval bool
+	// ackN and ackErr are the batch's WAIT result (WithReplicaAck).
+	ackN   int64
+	ackErr error
 }
 
 func (j *extendJob) deadline() time.Time { return j.end }
@@ -596,9 +669,18 @@ func (j *extendJob) done(time.Time, time.Time) bool {
 	if j.l.cfg.guard {
 		v, err = j.n.guarded(j.c, v, err)
 	}
+	if v > 0 && err == nil && j.l.cfg.replicaAck > 0 {
+		if e := replicaAckErr(j.l.cfg.replicaAck, j.ackN, j.ackErr); e != nil {
+			v, err = 0, e
+		}
+	}
 	j.leg.deliver(v, err)
 	return false
 }
+
+func (j *extendJob) replicas() int            { return j.l.cfg.replicaAck }
+func (j *extendJob) ackWithin() time.Duration { return j.l.cfg.nodeTimeout / 2 }
+func (j *extendJob) acked(n int64, err error) { j.ackN, j.ackErr = n, err }
 
 // fenceJob writes an attempt's fence back on one node.
 type fenceJob struct {
@@ -608,7 +690,17 @@ type fenceJob struct {
 	fence int64
 	cmd   *redis.Cmd
 	eval  bool
+	// replicaAck, ackN and ackErr: as for acquireJob; within is half the
+	// node timeout.
+	replicaAck int
+	within     time.Duration
+	ackN       int64
+	ackErr     error
 }
+
+func (j *fenceJob) replicas() int            { return j.replicaAck }
+func (j *fenceJob) ackWithin() time.Duration { return j.within }
+func (j *fenceJob) acked(n int64, err error) { j.ackN, j.ackErr = n, err }
 
 func (j *fenceJob) deadline() time.Time { return j.end }
 func (j *fenceJob) fail(err error)      { j.leg.deliver(0, err) }
@@ -625,6 +717,11 @@ func (j *fenceJob) done(time.Time, time.Time) bool {
 		return true
 	}
 	v, err := j.cmd.Int64()
+	if v > 0 && err == nil && j.replicaAck > 0 {
+		if e := replicaAckErr(j.replicaAck, j.ackN, j.ackErr); e != nil {
+			v, err = 0, e
+		}
+	}
 	j.leg.deliver(v, err)
 	return false
 }

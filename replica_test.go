@@ -1,0 +1,197 @@
+package redlock
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlockgo/redlock/internal/faultproxy"
+	"github.com/redlockgo/redlock/internal/redistest"
+)
+
+// replicatedNode is a real master with one replica, which replicates
+// through a proxy, so that a test can hold back the replication stream: a
+// replica that lags.
+type replicatedNode struct {
+	master, replica *redistest.Server
+	link            *faultproxy.Proxy // replica → master
+	mc, rc          *redis.Client
+}
+
+// startReplicated starts n masters, each with a replica in sync.
+func startReplicated(t *testing.T, n int) []*replicatedNode {
+	t.Helper()
+	redistest.Require(t)
+	masters := redistest.StartN(t, n, redistest.Options{})
+	nodes := make([]*replicatedNode, n)
+	for i, m := range masters {
+		link, err := faultproxy.New(m.Addr(), uint64(i))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = link.Close() })
+		host, port, _ := strings.Cut(link.Addr(), ":")
+		r := redistest.Start(t, redistest.Options{Args: []string{"--replicaof", host, port}})
+		nodes[i] = &replicatedNode{master: m, replica: r, link: link, mc: m.NewClient(t), rc: r.NewClient(t)}
+	}
+	for i, nd := range nodes {
+		require.Eventually(t, func() bool {
+			info, err := nd.rc.Info(context.Background(), "replication").Result()
+			return err == nil && strings.Contains(info, "master_link_status:up")
+		}, 10*time.Second, 10*time.Millisecond, "node %d: the replica never synced", i)
+	}
+	return nodes
+}
+
+// lag holds back node i's replication stream from now on: the master goes
+// on taking writes, and its replica never sees them.
+func (nd *replicatedNode) lag() { nd.link.SetMode(faultproxy.DropReplies) }
+
+// failover kills the master and promotes its replica, as Sentinel would.
+func (nd *replicatedNode) failover(t *testing.T) {
+	t.Helper()
+	nd.master.Kill()
+	require.NoError(t, nd.rc.Do(context.Background(), "replicaof", "no", "one").Err())
+}
+
+func masterClients(nodes []*replicatedNode) []redis.UniversalClient {
+	out := make([]redis.UniversalClient, len(nodes))
+	for i, nd := range nodes {
+		out[i] = nd.mc
+	}
+	return out
+}
+
+func replicaClients(nodes []*replicatedNode) []redis.UniversalClient {
+	out := make([]redis.UniversalClient, len(nodes))
+	for i, nd := range nodes {
+		out[i] = nd.rc
+	}
+	return out
+}
+
+// TestReplicaAckAndFailover provokes the lag-then-failover case on three
+// real masters with a replica each: replicas lag, a client takes the lock
+// on the masters, the masters die, the replicas are promoted, and a second
+// client asks for the lock on them.
+func TestReplicaAckAndFailover(t *testing.T) {
+	const key = "failover"
+	opts := func(ack bool) []Option {
+		o := []Option{WithTTL(10 * time.Second), WithNodeTimeout(200 * time.Millisecond)}
+		if ack {
+			o = append(o, WithReplicaAck(1))
+		}
+		return o
+	}
+	failover := func(t *testing.T, nodes []*replicatedNode) *Client {
+		t.Helper()
+		for _, nd := range nodes {
+			nd.failover(t)
+		}
+		return newClient(t, replicaClients(nodes), opts(false)...)
+	}
+
+	t.Run("control: without WithReplicaAck, two holders", func(t *testing.T) {
+		nodes := startReplicated(t, 3)
+		nodes[0].lag()
+		nodes[1].lag()
+		a := newClient(t, masterClients(nodes), opts(false)...)
+		la, err := a.TryLock(t.Context(), key)
+		require.NoError(t, err)
+		b := failover(t, nodes)
+		lb, err := b.TryLock(t.Context(), key)
+		require.NoError(t, err, "the control must let a second holder in: the promoted replicas 0 and 1 never got the key")
+		require.True(t, time.Now().Before(la.Until()), "A's validity ended during the test")
+		require.NoError(t, lb.Unlock(t.Context()))
+	})
+
+	t.Run("with WithReplicaAck, lagging nodes do not count", func(t *testing.T) {
+		nodes := startReplicated(t, 3)
+		nodes[0].lag()
+		nodes[1].lag()
+		a := newClient(t, masterClients(nodes), opts(true)...)
+		_, err := a.TryLock(t.Context(), key)
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, ErrReplicaAck)
+		require.Contains(t, err.Error(), "0 of 1 within the node timeout")
+		var qe *QuorumError
+		require.ErrorAs(t, err, &qe)
+		for _, i := range []int{0, 1} {
+			require.Equal(t, VoteFailed, qe.Stats.Nodes[i].Vote, "node %d", i)
+			require.ErrorIs(t, qe.Stats.Nodes[i].Err, ErrReplicaAck, "node %d", i)
+		}
+		// The failed nodes are rolled back, and so is node 2.
+		for i, nd := range nodes {
+			require.Eventually(t, func() bool {
+				n, err := nd.mc.Exists(context.Background(), key).Result()
+				return err == nil && n == 0
+			}, 5*time.Second, 10*time.Millisecond, "node %d kept the key of a failed acquisition", i)
+		}
+	})
+
+	t.Run("with WithReplicaAck, a lock survives the failover", func(t *testing.T) {
+		nodes := startReplicated(t, 3)
+		nodes[0].lag()
+		a := newClient(t, masterClients(nodes), opts(true)...)
+		la, err := a.TryLock(t.Context(), key)
+		require.NoError(t, err, "nodes 1 and 2 replicate: a quorum")
+		require.NoError(t, la.Extend(t.Context()), "Extend waits for the replicas too")
+		b := failover(t, nodes)
+		_, err = b.TryLock(t.Context(), key)
+		require.ErrorIs(t, err, ErrNotAcquired, "a second holder after the failover")
+		require.True(t, time.Now().Before(la.Until()), "A's validity ended during the test")
+		for _, i := range []int{1, 2} {
+			got, err := nodes[i].rc.Get(t.Context(), key).Result()
+			require.NoError(t, err, "promoted replica %d", i)
+			require.Equal(t, la.Token(), got, "promoted replica %d", i)
+		}
+	})
+}
+
+// TestReplicaAckRenewals: renewals wait for the replicas too. Once two of
+// three replicas lag, an auto-extended lock with WithReplicaAck cannot be
+// renewed on a quorum, and is lost; without the option it is kept.
+func TestReplicaAckRenewals(t *testing.T) {
+	for _, ack := range []bool{false, true} {
+		t.Run(map[bool]string{false: "without", true: "with"}[ack], func(t *testing.T) {
+			nodes := startReplicated(t, 3)
+			opts := []Option{WithTTL(time.Second), WithNodeTimeout(100 * time.Millisecond), WithAutoExtend(true)}
+			if ack {
+				opts = append(opts, WithReplicaAck(1))
+			}
+			c := newClient(t, masterClients(nodes), opts...)
+			l, err := c.TryLock(t.Context(), "renewed")
+			require.NoError(t, err)
+			nodes[0].lag()
+			nodes[1].lag()
+			select {
+			case <-l.Done():
+				require.True(t, ack, "lost without WithReplicaAck: %v", l.Err())
+				require.ErrorIs(t, l.Err(), ErrLockLost)
+			case <-time.After(3 * time.Second):
+				require.False(t, ack, "renewed on masters whose replicas lag")
+				require.NoError(t, l.Err())
+			}
+			_ = l.Unlock(t.Context())
+		})
+	}
+}
+
+func TestReplicaAckOptionChecks(t *testing.T) {
+	_, cs := minis(t, 3)
+	_, err := New(cs, WithReplicaAck(-1))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorContains(t, err, "WithReplicaAck: the number of replicas must not be negative, got -1")
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { _ = cc.Close() })
+	_, err = New([]redis.UniversalClient{cs[0], cs[1], cc}, WithReplicaAck(1))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorContains(t, err, "not supported on Redis Cluster nodes (node 2)")
+	c, err := New([]redis.UniversalClient{cs[0], cs[1], cc})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_, err = c.TryLock(t.Context(), "k", WithReplicaAck(1))
+	require.ErrorIs(t, err, ErrInvalidOption, "per call too")
+}
