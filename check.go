@@ -55,8 +55,11 @@ type Finding struct {
 	Severity Severity
 	// Check names what was checked:
 	//   - "reachable": the node answered;
-	//   - "role": it is a master, not a replica or a Sentinel, and no
-	//     failover can replace it (READONLY errors land here too);
+	//   - "role": it is a master, not a replica or a Sentinel (READONLY
+	//     errors land here too);
+	//   - "replicas": a failover cannot lose its acknowledged keys: it
+	//     has no replicas to promote, or WithReplicaAck waits for them,
+	//     and it has as many as WithReplicaAck asks for;
 	//   - "distinct": no other node is the same server (run_id);
 	//   - "maxmemory-policy": it cannot evict lock keys;
 	//   - "persistence": it keeps acknowledged keys across a crash;
@@ -662,15 +665,38 @@ func (c *Client) checkRole(f *nodeFacts, all []nodeFacts, add addFunc) {
 		add(SeverityCritical, "role", f, fmt.Sprintf("the node refused a command as read-only: %v", f.readOnly),
 			"give Redlock independent masters that accept writes")
 	}
-	if f.replicas > 0 {
-		add(SeverityInfo, "role", f, fmt.Sprintf("the master has %d replicas: replication is asynchronous, so a replica "+
+	c.checkReplicas(f, add)
+}
+
+// checkReplicas says whether the node's replicas and failover can lose an
+// acknowledged key, and whether WithReplicaAck covers it.
+func (c *Client) checkReplicas(f *nodeFacts, add addFunc) {
+	want := c.cfg.replicaAck
+	switch {
+	case f.Role != "master":
+	case want > f.replicas:
+		add(SeverityCritical, "replicas", f, fmt.Sprintf("WithReplicaAck(%d), but the master has %d connected replicas: "+
+			"it can never say yes", want, f.replicas),
+			fmt.Sprintf("attach at least %d replicas to every node, or lower WithReplicaAck", want))
+	case f.replicas > 0 && f.failover == "Redis Cluster":
+		add(SeverityWarning, "replicas", f, fmt.Sprintf("the shard's master has %d replicas, and Redis Cluster fails it over: "+
+			"replication is asynchronous, so a promoted replica may lack lock keys the master acknowledged", f.replicas),
+			"set cluster-replica-no-failover yes on the replicas, or keep a promoted replica out of the lock for the max TTL "+
+				"(WithReplicaAck does not support cluster nodes)")
+	case want > 0:
+		add(SeverityOK, "replicas", f, fmt.Sprintf("%d replicas; a yes counts once %d of them have the key (WithReplicaAck)", f.replicas, want), "")
+	case f.replicas > 0 && f.failover != "":
+		add(SeverityWarning, "replicas", f, fmt.Sprintf("the master has %d replicas and a %s client fails it over: replication is "+
+			"asynchronous, so a promoted replica may lack lock keys the master acknowledged", f.replicas, f.failover),
+			"use WithReplicaAck(1), so that a yes counts only once a replica has the key (see docs/DEPLOYMENT.md)")
+	case f.replicas > 0:
+		add(SeverityWarning, "replicas", f, fmt.Sprintf("the master has %d replicas: replication is asynchronous, so a replica "+
 			"promoted in a failover may lack lock keys the master acknowledged", f.replicas),
-			"do not fail this node over, or keep a promoted replica out of the lock for the max TTL")
-	}
-	if f.failover != "" {
-		add(SeverityWarning, "role", f, fmt.Sprintf("the node is a %s client: its failover can promote a replica that lacks "+
-			"lock keys the old master acknowledged (replication is asynchronous)", f.failover),
-			"prefer standalone masters without automatic failover; otherwise keep a promoted replica out of the lock until the max TTL has passed")
+			"use WithReplicaAck(1), or never fail this node over without keeping the promoted replica out of the lock for the max TTL")
+	case f.failover == "Sentinel":
+		add(SeverityWarning, "replicas", f, "the node is a Sentinel client, but its master has no replica: "+
+			"a failover has nothing to promote",
+			"attach a replica and use WithReplicaAck(1), or give a standalone master")
 	}
 }
 

@@ -161,13 +161,23 @@ func readsDeadlines(rc redis.UniversalClient) bool {
 
 // serverID identifies the server behind a client, so that New can refuse two
 // clients that point at the same database; ok is false when it can't tell.
+// A Sentinel failover client finds its master at run time, and its options
+// name no address (go-redis puts "FailoverClient" there): it can't tell,
+// and Check's run_id comparison is what catches two of them on one master.
 func serverID(c redis.UniversalClient) (id string, ok bool) {
 	if c, isClient := c.(*redis.Client); isClient {
 		o := c.Options()
+		if o.Addr == failoverAddr {
+			return "", false
+		}
 		return fmt.Sprintf("%s %s db %d", o.Network, o.Addr, o.DB), true
 	}
 	return "", false
 }
+
+// failoverAddr is the address go-redis gives the options of a Sentinel
+// failover client (redis.NewFailoverClient).
+const failoverAddr = "FailoverClient"
 
 // acquireCmd is how a node is asked to take a lock.
 type acquireCmd uint8

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -194,4 +195,169 @@ func TestReplicaAckOptionChecks(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	_, err = c.TryLock(t.Context(), "k", WithReplicaAck(1))
 	require.ErrorIs(t, err, ErrInvalidOption, "per call too")
+}
+
+// startSentinel starts one redis-server in Sentinel mode that monitors
+// each node's master as "m<i>", with quorum 1 and a fast failover.
+func startSentinel(t *testing.T, nodes []*replicatedNode) *redistest.Server {
+	t.Helper()
+	var conf strings.Builder
+	for i, nd := range nodes {
+		host, port, _ := strings.Cut(nd.master.Addr(), ":")
+		fmt.Fprintf(&conf, "sentinel monitor m%d %s %s 1\n", i, host, port)
+		fmt.Fprintf(&conf, "sentinel down-after-milliseconds m%d 300\n", i)
+		fmt.Fprintf(&conf, "sentinel failover-timeout m%d 2000\n", i)
+	}
+	return redistest.Start(t, redistest.Options{Config: conf.String(), Args: []string{"--sentinel"}})
+}
+
+// failoverClients builds a go-redis Sentinel failover client per node.
+func failoverClients(t *testing.T, sentinel *redistest.Server, n int) []redis.UniversalClient {
+	t.Helper()
+	out := make([]redis.UniversalClient, n)
+	for i := range out {
+		fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: fmt.Sprintf("m%d", i), SentinelAddrs: []string{sentinel.Addr()}})
+		t.Cleanup(func() { _ = fc.Close() })
+		out[i] = fc
+	}
+	return out
+}
+
+// TestSentinelFailoverClientNodes: go-redis's FailoverClient works as a
+// node. Under a real Sentinel, node 0's master dies while a lock is held
+// with WithReplicaAck; Sentinel promotes its replica, the FailoverClient
+// follows it, and the lock is still there: it extends on every node, keeps
+// others out, and unlocks.
+func TestSentinelFailoverClientNodes(t *testing.T) {
+	nodes := startReplicated(t, 3)
+	sentinel := startSentinel(t, nodes)
+	sc := sentinel.NewClient(t)
+	cs := failoverClients(t, sentinel, len(nodes))
+	opts := []Option{WithTTL(30 * time.Second), WithNodeTimeout(500 * time.Millisecond), WithReplicaAck(1)}
+	c := newClient(t, cs, opts...)
+	other := newClient(t, failoverClients(t, sentinel, len(nodes)), opts...)
+
+	l, err := c.TryLock(t.Context(), "sentinel")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := nodes[0].rc.Get(context.Background(), "sentinel").Result()
+		return err == nil && got == l.Token()
+	}, 5*time.Second, 10*time.Millisecond, "node 0's replica never got the key")
+
+	nodes[0].master.Kill()
+	require.Eventually(t, func() bool {
+		addr, err := sc.Do(context.Background(), "sentinel", "get-master-addr-by-name", "m0").StringSlice()
+		return err == nil && len(addr) == 2 && addr[0]+":"+addr[1] == nodes[0].replica.Addr()
+	}, 20*time.Second, 50*time.Millisecond, "Sentinel never promoted node 0's replica")
+
+	// The FailoverClient finds the new master: node 0 answers again, and
+	// holds the lock there.
+	require.Eventually(t, func() bool {
+		h, err := c.Inspect(t.Context(), "sentinel")
+		return err == nil && h.Nodes[0].Err == nil && h.Nodes[0].Token == l.Token()
+	}, 20*time.Second, 100*time.Millisecond, "node 0's FailoverClient never reached the new master, which holds the lock")
+	require.NoError(t, l.Extend(t.Context()))
+	_, err = other.TryLock(t.Context(), "sentinel")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.NoError(t, l.Unlock(t.Context()))
+	l2, err := other.TryLock(t.Context(), "sentinel")
+	require.NoError(t, err, "after Unlock")
+	require.NoError(t, l2.Unlock(t.Context()))
+}
+
+// TestSentinelLagThenFailover is the lag-then-failover case under a real
+// Sentinel: the replicas of nodes 0 and 1 lag, a client takes the lock on
+// the masters, both masters die, and Sentinel promotes the replicas, which
+// never got the key. Without WithReplicaAck (the control) a second client
+// then takes the lock while the first still holds it; with it, the first
+// never got a lock that a failover could lose.
+func TestSentinelLagThenFailover(t *testing.T) {
+	for _, ack := range []bool{false, true} {
+		t.Run(map[bool]string{false: "control without WithReplicaAck", true: "with WithReplicaAck"}[ack], func(t *testing.T) {
+			nodes := startReplicated(t, 3)
+			sentinel := startSentinel(t, nodes)
+			sc := sentinel.NewClient(t)
+			base := []Option{WithTTL(30 * time.Second), WithNodeTimeout(500 * time.Millisecond)}
+			opts := base
+			if ack {
+				opts = append(opts[:len(opts):len(opts)], WithReplicaAck(1))
+			}
+			a := newClient(t, failoverClients(t, sentinel, len(nodes)), opts...)
+			nodes[0].lag()
+			nodes[1].lag()
+			la, err := a.TryLock(t.Context(), "lagged")
+			if ack {
+				require.ErrorIs(t, err, ErrReplicaAck)
+			} else {
+				require.NoError(t, err)
+			}
+			for _, i := range []int{0, 1} {
+				nodes[i].master.Kill()
+			}
+			for _, i := range []int{0, 1} {
+				require.Eventually(t, func() bool {
+					addr, err := sc.Do(context.Background(), "sentinel", "get-master-addr-by-name", fmt.Sprintf("m%d", i)).StringSlice()
+					return err == nil && len(addr) == 2 && addr[0]+":"+addr[1] == nodes[i].replica.Addr()
+				}, 20*time.Second, 50*time.Millisecond, "Sentinel never promoted node %d's replica", i)
+			}
+			// B asks without the option: the promoted masters have no
+			// replica left to acknowledge anything.
+			b := newClient(t, failoverClients(t, sentinel, len(nodes)), base...)
+			var lb *Lock
+			require.Eventually(t, func() bool {
+				lb, err = b.TryLock(t.Context(), "lagged")
+				return err == nil
+			}, 20*time.Second, 100*time.Millisecond, "the promoted replicas never took a lock: %v", err)
+			if !ack {
+				require.True(t, time.Now().Before(la.Until()), "A's validity ended during the test")
+				t.Logf("control: two holders, A until %v and B until %v", la.Until().Format(time.StampMilli), lb.Until().Format(time.StampMilli))
+			}
+			require.NoError(t, lb.Unlock(t.Context()))
+		})
+	}
+}
+
+// TestCheckReportsReplicas: Check says when a node's replicas could lose a
+// lock in a failover, and whether WithReplicaAck covers it.
+func TestCheckReportsReplicas(t *testing.T) {
+	nodes := startReplicated(t, 3)
+	sentinel := startSentinel(t, nodes)
+	find := func(rep *Report, node int) *Finding {
+		for i := range rep.Findings {
+			if f := &rep.Findings[i]; f.Check == "replicas" && f.Node == node {
+				return f
+			}
+		}
+		return nil
+	}
+	for _, tt := range []struct {
+		name string
+		cs   []redis.UniversalClient
+		ack  int
+		want Severity
+		text string
+	}{
+		{"masters with replicas", masterClients(nodes), 0, SeverityWarning, "use WithReplicaAck(1)"},
+		{"sentinel", failoverClients(t, sentinel, 3), 0, SeverityWarning, "a Sentinel client fails it over"},
+		{"with WithReplicaAck(1)", failoverClients(t, sentinel, 3), 1, SeverityOK, "a yes counts once 1 of them have the key"},
+		{"with WithReplicaAck(2)", masterClients(nodes), 2, SeverityCritical, "WithReplicaAck(2), but the master has 1 connected replicas"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClient(t, tt.cs, WithReplicaAck(tt.ack))
+			rep, err := c.Check(t.Context())
+			require.NoError(t, err)
+			for i := range nodes {
+				f := find(rep, i)
+				require.NotNil(t, f, "node %d: no replicas finding in\n%v", i, rep)
+				require.Equal(t, tt.want, f.Severity, "node %d: %+v", i, f)
+				require.Contains(t, f.Message+" "+f.Fix, tt.text, "node %d", i)
+			}
+		})
+	}
+	// A standalone master without replicas, through a plain client, has
+	// nothing to lose in a failover: no finding.
+	_, cs := minis(t, 3)
+	rep, err := newClient(t, cs).Check(t.Context())
+	require.NoError(t, err)
+	require.Nil(t, find(rep, 0))
 }

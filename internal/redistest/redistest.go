@@ -58,6 +58,11 @@ type Options struct {
 	// Args are extra redis-server arguments, such as "--maxmemory", "1mb".
 	// They come after the defaults, so they override them.
 	Args []string
+	// Config, when set, is written to a config file in the server's
+	// directory, which redis-server reads first; the arguments override
+	// it. A Sentinel needs one, which it rewrites: Config holds its
+	// "sentinel monitor ..." lines, and Args "--sentinel".
+	Config string
 }
 
 // Server is one redis-server process on a fixed 127.0.0.1 port. Obtain one
@@ -72,6 +77,7 @@ type Server struct {
 	opts Options
 	log  string // log file path; it outlives RestartEmpty
 	data string // redis-server --dir; RestartEmpty deletes its contents
+	conf string // the config file, when Options.Config is set
 	port int    // set once by Start, before the Server is shared
 
 	mu     sync.Mutex
@@ -173,12 +179,18 @@ func newServer(tb testing.TB, bin string, opts Options) *Server {
 	s := &Server{
 		tb:   tb,
 		bin:  bin,
-		opts: Options{Persistence: opts.Persistence, Args: append([]string(nil), opts.Args...)},
+		opts: Options{Persistence: opts.Persistence, Args: append([]string(nil), opts.Args...), Config: opts.Config},
 		log:  filepath.Join(dir, "redis.log"),
 		data: filepath.Join(dir, "data"),
 	}
 	if err := os.Mkdir(s.data, 0o755); err != nil {
 		tb.Fatalf("redistest: %v", err)
+	}
+	if opts.Config != "" {
+		s.conf = filepath.Join(dir, "redis.conf")
+		if err := os.WriteFile(s.conf, []byte(opts.Config), 0o644); err != nil {
+			tb.Fatalf("redistest: %v", err)
+		}
 	}
 	// Registered after TempDir, so it runs first: the process is gone
 	// before its directory is removed.
@@ -237,7 +249,11 @@ func (s *Server) args() []string {
 	if s.opts.Persistence {
 		appendonly = "yes"
 	}
-	args := []string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -246,7 +262,7 @@ func (s *Server) args() []string {
 		"--daemonize", "no",
 		"--protected-mode", "no",
 		"--logfile", "",
-	}
+	)
 	if s.opts.Persistence {
 		args = append(args, "--appendfsync", "always")
 	}
