@@ -1,0 +1,233 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlockgo/redlock/internal/redistest"
+)
+
+// clusterNodes starts n Redis Clusters of three masters each, on real
+// redis-servers, and returns a ClusterClient on each: Redlock nodes that
+// are clusters.
+func clusterNodes(t *testing.T, n int) ([]*redistest.Cluster, []redis.UniversalClient) {
+	t.Helper()
+	redistest.Require(t)
+	clusters := redistest.StartClusters(t, n, 3, redistest.Options{})
+	cs := make([]redis.UniversalClient, n)
+	for i, cl := range clusters {
+		cs[i] = cl.NewClient(t)
+	}
+	return clusters, cs
+}
+
+// TestClusterNodes runs every kind of lock on three Redlock nodes that are
+// each a Redis Cluster of three masters.
+func TestClusterNodes(t *testing.T) {
+	_, cs := clusterNodes(t, 3)
+	ctx := t.Context()
+	c := newClient(t, cs, WithTTL(5*time.Second))
+
+	t.Run("lock, extend, unlock", func(t *testing.T) {
+		l, err := c.Lock(ctx, "plain")
+		require.NoError(t, err)
+		_, err = c.TryLock(ctx, "plain")
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.NoError(t, l.Extend(ctx, WithTTL(8*time.Second)))
+		require.NoError(t, l.Unlock(ctx))
+		l, err = c.TryLock(ctx, "plain")
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctx))
+	})
+	t.Run("auto-extension and Do", func(t *testing.T) {
+		err := c.Do(ctx, "do", func(ctx context.Context) error {
+			time.Sleep(700 * time.Millisecond)
+			return ctx.Err()
+		}, WithTTL(300*time.Millisecond), WithNodeTimeout(50*time.Millisecond))
+		require.NoError(t, err)
+	})
+	t.Run("waiter wakes on release", func(t *testing.T) {
+		l, err := c.Lock(ctx, "wake")
+		require.NoError(t, err)
+		got := make(chan error, 1)
+		go func() {
+			w, err := c.Lock(ctx, "wake", WithRetryDelay(5*time.Second, 5*time.Second))
+			if err == nil {
+				err = w.Unlock(context.Background())
+			}
+			got <- err
+		}()
+		time.Sleep(300 * time.Millisecond)
+		released := time.Now()
+		require.NoError(t, l.Unlock(ctx))
+		select {
+		case err := <-got:
+			require.NoError(t, err)
+			require.Less(t, time.Since(released), 4*time.Second, "woken by the retry delay, not the release")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the waiter never got the lock")
+		}
+	})
+	t.Run("multi-key needs one slot", func(t *testing.T) {
+		_, err := c.TryLockMulti(ctx, []string{"alice", "bob"})
+		require.ErrorIs(t, err, ErrInvalidOption)
+		l, err := c.TryLockMulti(ctx, []string{"{acct}:alice", "{acct}:bob"})
+		require.NoError(t, err)
+		_, err = c.TryLock(ctx, "{acct}:bob")
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.NoError(t, l.Unlock(ctx))
+	})
+	t.Run("owner lock", func(t *testing.T) {
+		a, err := c.TryLock(ctx, "owned", WithOwner("w1"))
+		require.NoError(t, err)
+		b, err := c.TryLock(ctx, "owned", WithOwner("w1"))
+		require.NoError(t, err)
+		_, err = c.TryLock(ctx, "owned", WithOwner("w2"))
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.NoError(t, b.Unlock(ctx))
+		require.NoError(t, a.Unlock(ctx))
+	})
+	t.Run("fencing", func(t *testing.T) {
+		var last uint64
+		for range 3 {
+			l, err := c.TryLock(ctx, "fenced", WithFencing(true))
+			require.NoError(t, err)
+			require.Greater(t, l.Fence(), last)
+			last = l.Fence()
+			require.NoError(t, l.Unlock(ctx))
+		}
+	})
+	t.Run("readers and writers", func(t *testing.T) {
+		r1, err := c.TryRLock(ctx, "rw")
+		require.NoError(t, err)
+		r2, err := c.TryRLock(ctx, "rw")
+		require.NoError(t, err)
+		_, err = c.TryLock(ctx, "rw")
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.NoError(t, r1.Unlock(ctx))
+		require.NoError(t, r2.Unlock(ctx))
+		w, err := c.TryLock(ctx, "rw")
+		require.NoError(t, err)
+		_, err = c.TryRLock(ctx, "rw")
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.NoError(t, w.Unlock(ctx))
+	})
+	t.Run("semaphore", func(t *testing.T) {
+		s, err := c.Semaphore("sem", 2)
+		require.NoError(t, err)
+		require.Equal(t, 3, s.Quorum(), "two permits on three nodes need all three")
+		a, err := s.TryAcquire(ctx)
+		require.NoError(t, err)
+		b, err := s.TryAcquire(ctx)
+		require.NoError(t, err)
+		_, err = s.TryAcquire(ctx)
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.NoError(t, a.Unlock(ctx))
+		require.NoError(t, b.Unlock(ctx))
+	})
+	t.Run("inspect", func(t *testing.T) {
+		l, err := c.TryLock(ctx, "inspected", WithLabel("job 7"))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			h, err := c.Inspect(ctx, "inspected")
+			return err == nil && h.Held && h.Token == l.Token() && h.Label == "job 7" && len(h.Nodes) == 3 &&
+				h.Nodes[0].Held && h.Nodes[1].Held && h.Nodes[2].Held
+		}, 5*time.Second, 10*time.Millisecond)
+		require.NoError(t, l.Unlock(ctx))
+	})
+	t.Run("check", func(t *testing.T) {
+		rep, err := c.Check(ctx)
+		require.NoError(t, err)
+		for _, f := range rep.Findings {
+			require.NotEqual(t, SeverityCritical, f.Severity, "%+v", f)
+		}
+	})
+}
+
+// TestClusterSlotMigration moves the slot of held and contended lock keys
+// from one master to another, on two of the three Redlock nodes, while
+// clients compete for them: no two holders overlap, the held lock's TTL
+// survives the move, and its Extend and Unlock follow the key (ASK during
+// the move, MOVED after).
+func TestClusterSlotMigration(t *testing.T) {
+	clusters, cs := clusterNodes(t, 3)
+	ctx := t.Context()
+	opts := []Option{WithTTL(2 * time.Second), WithNodeTimeout(200 * time.Millisecond), WithRetryDelay(time.Millisecond, 10*time.Millisecond)}
+	a := newClient(t, cs, opts...)
+	b := newClient(t, cs, opts...)
+	const held = "{mig}:held"
+	slot := int(cs[0].ClusterKeySlot(ctx, held).Val())
+	l, err := a.TryLock(ctx, held, WithFencing(true), WithTTL(20*time.Second))
+	require.NoError(t, err)
+
+	// Contention on keys of the same slot, from two Clients, recorded for
+	// the overlap checker.
+	rec := newChaosRecorder()
+	stop, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := range 6 {
+		c := []*Client{a, b}[w%2]
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for stop.Err() == nil {
+				key := fmt.Sprintf("{mig}:k%d", rng.IntN(2))
+				lctx, lcancel := context.WithTimeout(stop, 2*time.Second)
+				lk, err := c.Lock(lctx, key)
+				acquired := time.Now()
+				lcancel()
+				if err != nil {
+					continue
+				}
+				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+				h := chaosHold{key: key, client: w % 2, worker: w, token: lk.Token(), acquired: acquired, until: lk.Until(), released: time.Now()}
+				rec.hold(h)
+				_ = lk.Unlock(context.WithoutCancel(stop))
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	for i, cl := range clusters[:2] {
+		from, err := cl.SlotOwner(ctx, slot)
+		require.NoError(t, err)
+		to := (from + 1) % len(cl.Masters)
+		require.NoError(t, cl.MigrateSlot(ctx, slot, to, func() { time.Sleep(20 * time.Millisecond) }), "node %d", i)
+		owner, err := cl.SlotOwner(ctx, slot)
+		require.NoError(t, err)
+		require.Equal(t, to, owner, "node %d: the slot did not move", i)
+		// The held lock's key moved with its TTL.
+		moved := redis.NewClient(&redis.Options{Addr: cl.Masters[to].Addr()})
+		pttl, err := moved.PTTL(ctx, held).Result()
+		_ = moved.Close()
+		require.NoError(t, err)
+		require.Greater(t, pttl, 10*time.Second, "node %d: the key lost its TTL in the move", i)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	wg.Wait()
+
+	f := rec.figures()
+	require.Empty(t, f.overlaps, "holders overlapped during the slot migration")
+	require.Positive(t, f.acquisitions, "no lock was taken during the migration")
+	t.Logf("slot %d migrated on two nodes under contention: %d acquisitions, 0 overlaps", slot, f.acquisitions)
+
+	require.NoError(t, l.Err())
+	_, err = b.TryLock(ctx, held)
+	require.ErrorIs(t, err, ErrNotAcquired, "the moved lock must still exclude others")
+	require.NoError(t, l.Extend(ctx), "Extend follows the key to its new master")
+	h, err := a.Inspect(ctx, held)
+	require.NoError(t, err)
+	require.True(t, h.Held)
+	require.Equal(t, l.Token(), h.Token)
+	require.NoError(t, l.Unlock(ctx), "Unlock follows the key")
+	l2, err := b.TryLock(ctx, held, WithFencing(true))
+	require.NoError(t, err)
+	require.Greater(t, l2.Fence(), l.Fence(), "the fence counter moved with its key")
+	require.NoError(t, l2.Unlock(ctx))
+}
