@@ -31,7 +31,7 @@ func clusterNodes(t *testing.T, n int) ([]*redistest.Cluster, []redis.UniversalC
 // TestClusterNodes runs every kind of lock on three Redlock nodes that are
 // each a Redis Cluster of three masters.
 func TestClusterNodes(t *testing.T) {
-	_, cs := clusterNodes(t, 3)
+	clusters, cs := clusterNodes(t, 3)
 	ctx := t.Context()
 	c := newClient(t, cs, WithTTL(5*time.Second))
 
@@ -53,12 +53,25 @@ func TestClusterNodes(t *testing.T) {
 		}, WithTTL(300*time.Millisecond), WithNodeTimeout(50*time.Millisecond))
 		require.NoError(t, err)
 	})
-	t.Run("waiter wakes on release", func(t *testing.T) {
+	t.Run("waiter of another Client wakes on release", func(t *testing.T) {
+		// The release is announced on the key's shard (SPUBLISH), and the
+		// waiter, in another Client, listens there (SSUBSCRIBE).
+		other := newClient(t, cs, WithTTL(5*time.Second))
 		l, err := c.Lock(ctx, "wake")
 		require.NoError(t, err)
+		// A plain subscriber on every master of node 0's cluster: a
+		// PUBLISH would reach each of them, a shard channel none.
+		var plain []*redis.PubSub
+		for _, m := range clusters[0].Masters {
+			ps := m.NewClient(t).Subscribe(ctx, releaseChannel("wake"))
+			_, err := ps.Receive(ctx) // the subscription's confirmation
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = ps.Close() })
+			plain = append(plain, ps)
+		}
 		got := make(chan error, 1)
 		go func() {
-			w, err := c.Lock(ctx, "wake", WithRetryDelay(5*time.Second, 5*time.Second))
+			w, err := other.Lock(ctx, "wake", WithRetryDelay(5*time.Second, 5*time.Second))
 			if err == nil {
 				err = w.Unlock(context.Background())
 			}
@@ -73,6 +86,13 @@ func TestClusterNodes(t *testing.T) {
 			require.Less(t, time.Since(released), 4*time.Second, "woken by the retry delay, not the release")
 		case <-time.After(10 * time.Second):
 			t.Fatal("the waiter never got the lock")
+		}
+		for i, ps := range plain {
+			select {
+			case m := <-ps.Channel():
+				t.Fatalf("master %d got %v: the release was broadcast, not sent on the key's shard", i, m)
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 	})
 	t.Run("multi-key needs one slot", func(t *testing.T) {

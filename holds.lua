@@ -38,6 +38,33 @@ local function waitingKey(key)
   return '{' .. key .. '}:waiting'
 end
 
+-- shardChannel is the release channel of key as a shard channel: it stays
+-- in the key's hash slot, as waitingKey does, so that SPUBLISH on a Redis
+-- Cluster node reaches only the key's shard. Go's shardChannel builds the
+-- same name.
+local function shardChannel(prefix, key)
+  local s = string.find(key, '{', 1, true)
+  if s then
+    local e = string.find(key, '}', s + 1, true)
+    if e and e > s + 1 then
+      return prefix .. key
+    end
+  end
+  return prefix .. '{' .. key .. '}'
+end
+
+-- announce publishes the release of value on key's release channel. On a
+-- Redis Cluster node (sharded is '1') it uses the shard channel with
+-- SPUBLISH (Redis 7.0 and later), so that the cluster does not broadcast
+-- it to every shard; where SPUBLISH is unknown it falls back to PUBLISH on
+-- the plain channel, which the subscribers then use too.
+local function announce(prefix, key, value, sharded)
+  if sharded == '1' and pcall(redis.call, 'SPUBLISH', shardChannel(prefix, key), value) then
+    return
+  end
+  redis.call('PUBLISH', prefix .. key, value)
+end
+
 -- attemptOf returns the attempt number of v when v is a value of the
 -- acquisition id, else nil. The label, if any, is left out.
 local function attemptOf(v, id)

@@ -128,10 +128,21 @@ type node struct {
 
 	guard nodeGuard // used WithNodeGuard
 	pipe  pipe      // batches the requests to the node
+
+	// cluster is the client when the node is a Redis Cluster, and nil
+	// otherwise: releases are then announced on shard channels (SPUBLISH),
+	// and waiters listen with SSUBSCRIBE on the key's shard.
+	cluster *redis.ClusterClient
+	// shardArg is the release scripts' "sharded" argument: "1" for a
+	// cluster node, "0" otherwise.
+	shardArg any
 }
 
 func newNode(c *Client, index int, rc redis.UniversalClient) *node {
-	n := &node{index: index, addr: clientAddr(rc), client: rc}
+	n := &node{index: index, addr: clientAddr(rc), client: rc, shardArg: "0"}
+	if cc, ok := rc.(*redis.ClusterClient); ok {
+		n.cluster, n.shardArg = cc, "1"
+	}
 	n.pipe = pipe{c: c, n: n, deadlines: readsDeadlines(rc), kick: make(chan struct{}, 1)}
 	return n
 }

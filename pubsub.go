@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,16 @@ const releasePrefix = "redlock:released:"
 // releaseChannel is the pub/sub channel on which Unlock announces the release
 // of a Redis key. Waiters subscribe to it to retry at once.
 func releaseChannel(rkey string) string { return releasePrefix + rkey }
+
+// shardChannel is the release channel of rkey on a Redis Cluster node: a
+// shard channel in the key's hash slot (the key's hash tag, or the whole key
+// in braces), as holds.lua's shardChannel builds it.
+func shardChannel(rkey string) string {
+	if hashTag(rkey) != rkey {
+		return releasePrefix + rkey
+	}
+	return releasePrefix + "{" + rkey + "}"
+}
 
 // waitlist wakes a Client's waiting Lock calls when their key is released.
 // While any of them waits, it holds one subscription connection per node,
@@ -69,11 +80,27 @@ type waiter struct {
 // nodeSub is the subscription connection to one node. Its control goroutine
 // sends SUBSCRIBE and UNSUBSCRIBE, so that a hung node never blocks a
 // waiter; its reader goroutine dispatches the messages.
+//
+// On a Redis Cluster node, releases come on shard channels (see
+// shardChannel), which a master serves for its own slots only: the control
+// goroutine subscribes each channel with SSUBSCRIBE on the master of its
+// slot, over one connection per master, each with a reader of its own. A
+// server without SSUBSCRIBE (before 7.0) announces on the plain channel, and
+// the node falls back to it.
 type nodeSub struct {
 	node int
 	ps   *redis.PubSub
 	ops  chan subOp
 	stop chan struct{} // closed when the connection is no longer wanted
+
+	cluster *redis.ClusterClient     // set for a cluster node
+	plain   bool                     // the cluster's servers lack SSUBSCRIBE
+	shards  map[string]*redis.PubSub // by master address; control goroutine only
+	shardOf map[string]string        // plain channel → master address; control goroutine only
+	// names maps each shard channel to the plain channel waiters know,
+	// for the shard readers.
+	namesMu sync.Mutex
+	names   map[string]string // guarded by namesMu
 }
 
 type subOp struct {
@@ -214,10 +241,14 @@ func (w *waitlist) startLocked() {
 	w.subs = make([]*nodeSub, len(c.nodes))
 	for i, n := range c.nodes {
 		ns := &nodeSub{
-			node: i,
-			ps:   n.client.Subscribe(context.Background()),
-			ops:  make(chan subOp, 64),
-			stop: make(chan struct{}),
+			node:    i,
+			ps:      n.client.Subscribe(context.Background()),
+			ops:     make(chan subOp, 64),
+			stop:    make(chan struct{}),
+			cluster: n.cluster,
+		}
+		if n.cluster != nil {
+			ns.shards, ns.shardOf, ns.names = map[string]*redis.PubSub{}, map[string]string{}, map[string]string{}
 		}
 		w.subs[i] = ns
 		c.wg.Add(2)
@@ -244,10 +275,19 @@ func (w *waitlist) sendLocked(op subOp) {
 func (w *waitlist) control(ns *nodeSub) {
 	defer w.c.wg.Done()
 	defer ns.ps.Close()
+	defer func() {
+		for _, ps := range ns.shards {
+			_ = ps.Close()
+		}
+	}()
 	for {
 		select {
 		case op := <-ns.ops:
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if ns.cluster != nil && !ns.plain && w.shardOp(ctx, ns, op) {
+				cancel()
+				continue
+			}
 			if op.subscribe {
 				_ = ns.ps.Subscribe(ctx, op.ch)
 			} else {
@@ -258,6 +298,66 @@ func (w *waitlist) control(ns *nodeSub) {
 			return
 		case <-w.c.done:
 			return
+		}
+	}
+}
+
+// shardOp applies a subscription change of a cluster node on the shard
+// channel, and reports whether it did: false when the server does not know
+// SSUBSCRIBE, after which the node uses plain channels.
+func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) bool {
+	sch := shardChannel(strings.TrimPrefix(op.ch, releasePrefix))
+	if !op.subscribe {
+		if ps := ns.shards[ns.shardOf[op.ch]]; ps != nil {
+			_ = ps.SUnsubscribe(ctx, sch)
+		}
+		delete(ns.shardOf, op.ch)
+		return true
+	}
+	master, err := ns.cluster.MasterForKey(ctx, sch)
+	if err != nil {
+		return true // the cluster is unreachable: the retry delay covers it
+	}
+	addr := master.Options().Addr
+	ps := ns.shards[addr]
+	if ps == nil {
+		ps = master.SSubscribe(context.Background())
+		ns.shards[addr] = ps
+		w.c.wg.Add(1)
+		go w.readShard(ns, ps)
+	}
+	ns.namesMu.Lock()
+	ns.names[sch] = op.ch
+	ns.namesMu.Unlock()
+	ns.shardOf[op.ch] = addr
+	if err := ps.SSubscribe(ctx, sch); err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
+		ns.plain = true
+		return false
+	}
+	return true
+}
+
+// readShard dispatches the messages of one master's shard channels until
+// its connection is closed, under the plain channel names.
+func (w *waitlist) readShard(ns *nodeSub, ps *redis.PubSub) {
+	defer w.c.wg.Done()
+	for {
+		msg, err := ps.ReceiveMessage(context.Background())
+		if err != nil {
+			select {
+			case <-ns.stop:
+				return
+			case <-w.c.done:
+				return
+			case <-time.After(100 * time.Millisecond):
+				continue
+			}
+		}
+		ns.namesMu.Lock()
+		ch, ok := ns.names[msg.Channel]
+		ns.namesMu.Unlock()
+		if ok {
+			w.dispatch(ch, msg.Payload, ns.node)
 		}
 	}
 }

@@ -14,12 +14,14 @@
 --          and leave the waiters' markers (a rollback).
 --          The message is the released value, which lets a subscriber of
 --          several nodes tell copies of one release from the next release.
+-- ARGV[4]: '1' on a Redis Cluster node: announce on the shard channel
+--          (see announce).
 --
 -- Returns 1 when every key held the value; -1 when some key held something
 -- else (another value, owner or type); 0 when some key was gone and none
 -- held something else, as after a release that go-redis sent twice. The
 -- keys that did hold the value are released either way.
-local value, owner, prefix = ARGV[1], ARGV[2], ARGV[3]
+local value, owner, prefix, sharded = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local all = 1
 for i = 1, #KEYS do
   local key = KEYS[i]
@@ -33,7 +35,7 @@ for i = 1, #KEYS do
       if prefix == '' then
         redis.call('DEL', key)
       elseif redis.call('DEL', key, waitingKey(key)) > 1 then
-        redis.call('PUBLISH', prefix .. key, value)
+        announce(prefix, key, value, sharded)
       end
     end
   else

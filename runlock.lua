@@ -11,10 +11,11 @@
 -- ARGV[1]: the reader's value.
 -- ARGV[2]: the prefix of the release channels, or '' to announce nothing
 --          (a rollback).
+-- ARGV[3]: '1' on a Redis Cluster node: announce on the shard channel.
 --
 -- Returns 1 when the reader was there and live; 0 when it was gone or had
 -- expired; -1 when the key holds something else than a read lock.
-local key, value, prefix = KEYS[1], ARGV[1], ARGV[2]
+local key, value, prefix, sharded = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local typ = redis.call('TYPE', key).ok
 if typ == 'none' then
   return 0
@@ -50,7 +51,7 @@ if latest == 0 then
       if m ~= '1' then
         redis.call('DEL', w)
       end
-      redis.call('PUBLISH', prefix .. key, value)
+      announce(prefix, key, value, sharded)
     end
   end
   return ret

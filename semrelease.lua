@@ -9,6 +9,7 @@
 -- ARGV[2]: unused ('' ; the owner of release.lua's layout).
 -- ARGV[3]: the prefix of the release channels, or '' to announce nothing
 --          (a rollback). The message is the released value.
+-- ARGV[4]: '1' on a Redis Cluster node: announce on the shard channel.
 --
 -- Returns 1 when the value held a live permit; 0 when it was gone or had
 -- expired (an expired member is removed all the same); -1 when the key is
@@ -16,7 +17,7 @@
 if redis.replicate_commands then
   redis.replicate_commands()
 end
-local key, value, prefix = KEYS[1], ARGV[1], ARGV[3]
+local key, value, prefix, sharded = KEYS[1], ARGV[1], ARGV[3], ARGV[4]
 local kind = redis.call('TYPE', key).ok
 if kind == 'none' then
   return 0
@@ -38,6 +39,6 @@ if tonumber(score) <= now then
   return 0
 end
 if prefix ~= '' and redis.call('DEL', waitingKey(key)) > 0 then
-  redis.call('PUBLISH', prefix .. key, value)
+  announce(prefix, key, value, sharded)
 end
 return 1

@@ -601,9 +601,9 @@ func (j *releaseJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	j.sent.n.Store(0)
 	switch {
 	case j.t.reader:
-		j.cmd = evalCmd(j.args[:0], &luaRUnlock, j.eval, j.t.kargs, &j.sent, j.prefix)
+		j.cmd = evalCmd(j.args[:0], &luaRUnlock, j.eval, j.t.kargs, &j.sent, j.prefix, j.n.shardArg)
 	default:
-		j.cmd = evalCmd(j.args[:0], j.t.lua(&luaRelease, &luaSemRelease), j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix)
+		j.cmd = evalCmd(j.args[:0], j.t.lua(&luaRelease, &luaSemRelease), j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix, j.n.shardArg)
 	}
 	return append(cmds, j.cmd)
 }
