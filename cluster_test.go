@@ -17,7 +17,7 @@ import (
 // clusterNodes starts n Redis Clusters of three masters each, on real
 // redis-servers, and returns a ClusterClient on each: Redlock nodes that
 // are clusters.
-func clusterNodes(t *testing.T, n int) ([]*redistest.Cluster, []redis.UniversalClient) {
+func clusterNodes(t testing.TB, n int) ([]*redistest.Cluster, []redis.UniversalClient) {
 	t.Helper()
 	redistest.Require(t)
 	clusters := redistest.StartClusters(t, n, 3, redistest.Options{})

@@ -59,7 +59,7 @@ func eventually(t *testing.T, ms []*miniredis.Miniredis, key, want string) {
 // the test sets it, or its TTL is too short for it, the node timeout is a
 // patient second: the race detector on a loaded machine can make a healthy
 // node miss the default, and most tests are not about slow nodes.
-func newClient(t *testing.T, cs []redis.UniversalClient, opts ...Option) *Client {
+func newClient(t testing.TB, cs []redis.UniversalClient, opts ...Option) *Client {
 	t.Helper()
 	c, err := New(cs, append([]Option{WithNodeTimeout(time.Second)}, opts...)...)
 	if errors.Is(err, ErrInvalidOption) {

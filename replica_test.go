@@ -23,17 +23,29 @@ type replicatedNode struct {
 	mc, rc          *redis.Client
 }
 
-// startReplicated starts n masters, each with a replica in sync.
-func startReplicated(t *testing.T, n int) []*replicatedNode {
+// startReplicated starts n masters, each with a replica in sync that
+// replicates through a proxy (see lag).
+func startReplicated(t testing.TB, n int) []*replicatedNode { return startReplicas(t, n, true) }
+
+// startReplicas starts n masters, each with a replica in sync; proxied puts
+// a proxy on the replication link, which lag needs. Without it the replicas
+// replicate directly, as in production, which benchmarks want.
+func startReplicas(t testing.TB, n int, proxied bool) []*replicatedNode {
 	t.Helper()
 	redistest.Require(t)
 	masters := redistest.StartN(t, n, redistest.Options{})
 	nodes := make([]*replicatedNode, n)
 	for i, m := range masters {
-		link, err := faultproxy.New(m.Addr(), uint64(i))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = link.Close() })
-		host, port, _ := strings.Cut(link.Addr(), ":")
+		var link *faultproxy.Proxy
+		target := m.Addr()
+		if proxied {
+			var err error
+			link, err = faultproxy.New(m.Addr(), uint64(i))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = link.Close() })
+			target = link.Addr()
+		}
+		host, port, _ := strings.Cut(target, ":")
 		r := redistest.Start(t, redistest.Options{Args: []string{"--replicaof", host, port}})
 		nodes[i] = &replicatedNode{master: m, replica: r, link: link, mc: m.NewClient(t), rc: r.NewClient(t)}
 	}
@@ -211,7 +223,7 @@ func TestReplicaAckOptionChecks(t *testing.T) {
 // startSentinel starts one redis-server in Sentinel mode that monitors
 // each node's master as "m<i>", with quorum 1 and a fast failover (the
 // master is down after 300ms).
-func startSentinel(t *testing.T, nodes []*replicatedNode) *redistest.Server {
+func startSentinel(t testing.TB, nodes []*replicatedNode) *redistest.Server {
 	t.Helper()
 	var conf strings.Builder
 	for i, nd := range nodes {
@@ -227,7 +239,7 @@ func startSentinel(t *testing.T, nodes []*replicatedNode) *redistest.Server {
 }
 
 // failoverClients builds a go-redis Sentinel failover client per node.
-func failoverClients(t *testing.T, sentinel *redistest.Server, n int) []redis.UniversalClient {
+func failoverClients(t testing.TB, sentinel *redistest.Server, n int) []redis.UniversalClient {
 	t.Helper()
 	out := make([]redis.UniversalClient, n)
 	for i := range out {
