@@ -60,6 +60,7 @@ type Finding struct {
 	//   - "replicas": a failover cannot lose its acknowledged keys: it
 	//     has no replicas to promote, or WithReplicaAck waits for them,
 	//     and it has as many as WithReplicaAck asks for;
+	//   - "cluster": a Redis Cluster node serves all its slots;
 	//   - "distinct": no other node is the same server (run_id);
 	//   - "maxmemory-policy": it cannot evict lock keys;
 	//   - "persistence": it keeps acknowledged keys across a crash;
@@ -332,6 +333,8 @@ type probe struct {
 	cfgAOF      *redis.MapStringStringCmd
 	eval        *redis.Cmd
 	evalSha     *redis.Cmd
+	// cluster is CLUSTER INFO, for a Redis Cluster node only.
+	cluster *redis.StringCmd
 }
 
 // cmds lists the probe's commands with the names the findings use.
@@ -366,6 +369,9 @@ func (n *node) probe(ctx context.Context, out chan<- checkMsg) {
 	p.cfgAOF = pl.ConfigGet(ctx, "*append*")
 	p.eval = pl.Eval(ctx, checkSrc, nil)
 	p.evalSha = pl.EvalSha(ctx, checkScript.Hash(), nil)
+	if n.cluster != nil {
+		p.cluster = pl.ClusterInfo(ctx)
+	}
 	p.sent = time.Now()
 	_, _ = pl.Exec(ctx) // each command keeps its own error
 	p.recv = time.Now()
@@ -393,21 +399,23 @@ func (n *node) probe(ctx context.Context, out chan<- checkMsg) {
 // nodeFacts is what Check made of one node's replies, for findings.
 type nodeFacts struct {
 	NodeInfo
-	reached  bool             // NodeInfo.Err is nil
-	failover string           // "Redis Cluster" or "Sentinel" when the client fails over
-	replicas int              // a master's connected replicas
-	readOnly error            // a READONLY reply to any command
-	denied   []string         // commands refused with NOPERM
-	errs     map[string]error // why a check could not read its setting, by check
-	aofKnown bool             // AppendOnly was read
-	rewrite  string           // no-appendfsync-on-rewrite
-	usedMem  int64            // used_memory, 0 when unknown
-	serverOK bool             // INFO server answered (the guard needs it)
-	timeOK   bool             // TIME answered (the guard needs it)
-	eval     error            // EVAL's error
-	evalSha  error            // EVALSHA's error, NOSCRIPT excepted
-	first    clockSample      // the TIME of the probe
-	second   clockSample      // the later TIME
+	reached    bool             // NodeInfo.Err is nil
+	failover   string           // "Redis Cluster" or "Sentinel" when the client fails over
+	replicas   int              // a master's connected replicas
+	cluster    string           // CLUSTER INFO of a cluster node; "" otherwise
+	clusterErr error            // why CLUSTER INFO could not be read
+	readOnly   error            // a READONLY reply to any command
+	denied     []string         // commands refused with NOPERM
+	errs       map[string]error // why a check could not read its setting, by check
+	aofKnown   bool             // AppendOnly was read
+	rewrite    string           // no-appendfsync-on-rewrite
+	usedMem    int64            // used_memory, 0 when unknown
+	serverOK   bool             // INFO server answered (the guard needs it)
+	timeOK     bool             // TIME answered (the guard needs it)
+	eval       error            // EVAL's error
+	evalSha    error            // EVALSHA's error, NOSCRIPT excepted
+	first      clockSample      // the TIME of the probe
+	second     clockSample      // the later TIME
 	// offsetFrom is the sample ClockOffset comes from: the one with the
 	// shorter round trip.
 	offsetFrom clockSample
@@ -452,6 +460,9 @@ func (n *node) facts(p *probe, second *clockSample, wait time.Duration) nodeFact
 	}
 	f.reached = true
 	f.RTT = p.recv.Sub(p.sent)
+	if p.cluster != nil {
+		f.cluster, f.clusterErr = p.cluster.Result()
+	}
 
 	if role, err := p.role.Slice(); err == nil && len(role) > 0 {
 		f.Role, _ = role[0].(string)
@@ -619,6 +630,7 @@ func (c *Client) findings(facts []nodeFacts) []Finding {
 		}
 		add(SeverityOK, "reachable", f, fmt.Sprintf("answered in %v", f.RTT.Round(10*time.Microsecond)), "")
 		c.checkRole(f, facts, add)
+		checkCluster(f, add)
 		c.checkDistinct(f, facts, add)
 		checkMemory(f, add)
 		c.checkPersistence(f, maxTTL, add)
@@ -635,6 +647,28 @@ func (c *Client) findings(facts []nodeFacts) []Finding {
 }
 
 type addFunc func(sev Severity, check string, f *nodeFacts, msg, fix string)
+
+// checkCluster reports a Redis Cluster node's state: every slot must be
+// served, or the locks whose keys live in the missing slots cannot be taken
+// on that node.
+func checkCluster(f *nodeFacts, add addFunc) {
+	switch {
+	case f.failover != "Redis Cluster":
+	case f.clusterErr != nil:
+		add(SeverityInfo, "cluster", f, fmt.Sprintf("could not read CLUSTER INFO: %v", f.clusterErr),
+			"check the cluster by hand (CLUSTER INFO)")
+	case infoField(f.cluster, "cluster_state") != "ok":
+		add(SeverityCritical, "cluster", f, fmt.Sprintf("cluster_state is %s, with %s of 16384 slots ok",
+			cmp.Or(infoField(f.cluster, "cluster_state"), "unknown"), cmp.Or(infoField(f.cluster, "cluster_slots_ok"), "?")),
+			"bring the failed masters back, or give their slots to others: the locks whose keys live there cannot be taken on this node")
+	case infoField(f.cluster, "cluster_slots_ok") != "16384":
+		add(SeverityWarning, "cluster", f, fmt.Sprintf("%s of 16384 slots ok (%s in possible failure)",
+			infoField(f.cluster, "cluster_slots_ok"), infoField(f.cluster, "cluster_slots_pfail")),
+			"look at the masters that serve the other slots")
+	default:
+		add(SeverityOK, "cluster", f, fmt.Sprintf("cluster ok: %s masters serve all 16384 slots", infoField(f.cluster, "cluster_size")), "")
+	}
+}
 
 func (c *Client) checkRole(f *nodeFacts, all []nodeFacts, add addFunc) {
 	switch f.Role {

@@ -166,10 +166,43 @@ func TestClusterNodes(t *testing.T) {
 	t.Run("check", func(t *testing.T) {
 		rep, err := c.Check(ctx)
 		require.NoError(t, err)
+		clusterOK := 0
 		for _, f := range rep.Findings {
 			require.NotEqual(t, SeverityCritical, f.Severity, "%+v", f)
+			if f.Check == "cluster" && f.Severity == SeverityOK {
+				require.Contains(t, f.Message, "3 masters serve all 16384 slots")
+				clusterOK++
+			}
 		}
+		require.Equal(t, 3, clusterOK, "a cluster finding per node:\n%v", rep)
 	})
+}
+
+// TestCheckReportsClusterState: a cluster that lost a master, and so a
+// third of its slots, is critical.
+func TestCheckReportsClusterState(t *testing.T) {
+	clusters, cs := clusterNodes(t, 3)
+	c := newClient(t, cs)
+	clusters[0].Masters[2].Kill()
+	// Back before the clients close: go-redis keeps redialling a dead
+	// address, once a second, in a goroutine of its own, which would
+	// outlive the test; it ends at its next dial.
+	defer func() {
+		clusters[0].Masters[2].Restart()
+		time.Sleep(1100 * time.Millisecond)
+	}()
+	require.Eventually(t, func() bool {
+		rep, err := c.Check(t.Context())
+		if err != nil {
+			return false
+		}
+		for _, f := range rep.Findings {
+			if f.Check == "cluster" && f.Node == 0 && f.Severity == SeverityCritical {
+				return strings.Contains(f.Message, "cluster_state is fail")
+			}
+		}
+		return false
+	}, 20*time.Second, 100*time.Millisecond, "Check never reported the failed cluster")
 }
 
 // TestClusterSlotMigration moves the slot of held and contended lock keys
