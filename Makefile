@@ -20,11 +20,12 @@ test: redis-server
 demo:
 	$(GO) run ./cmd/redlock demo
 
-# redis-server installs redis-server with apt-get when neither PATH nor
-# REDIS_SERVER (which internal/redistest honours) provides one. It uses sudo
-# only when not root and sudo exists.
+# redis-server installs redis-server (and, with it, redis-tools' redis-cli,
+# which the cluster tests use) with apt-get when neither PATH nor
+# REDIS_SERVER (which internal/redistest honours) provides one, or when
+# redis-cli is missing. It uses sudo only when not root and sudo exists.
 redis-server:
-	@if [ -n "$${REDIS_SERVER:-}" ] || command -v redis-server >/dev/null 2>&1; then \
+	@if { [ -n "$${REDIS_SERVER:-}" ] || command -v redis-server >/dev/null 2>&1; } && command -v redis-cli >/dev/null 2>&1; then \
 		exit 0; \
 	fi; \
 	sudo=; \
