@@ -56,8 +56,8 @@ var (
 	// ErrWrongType is the Err of a VoteNo from a node where the lock key
 	// holds a value of a type no lock or semaphore of this library uses (a
 	// list, a set, a sorted set that is not a semaphore...): some other
-	// program's data, or a key name that clashes with it. No lock can be taken there until it
-	// is removed.
+	// program's data, or a key name that clashes with it. No lock can be
+	// taken there until it is removed.
 	ErrWrongType = errors.New("redlock: the key holds a value of another type, not a lock")
 
 	// ErrReplicaAck is the Err of a NodeError, in a VoteFailed, from a node
