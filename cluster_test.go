@@ -246,6 +246,21 @@ func TestClusterSlotMigration(t *testing.T) {
 			}
 		})
 	}
+	// A waiter in another Client, subscribed on the slot's masters before
+	// the move: the servers drop its shard channels as the slot leaves,
+	// and it must follow the slot to hear the release.
+	lw, err := a.TryLock(ctx, "{mig}:waited", WithTTL(20*time.Second))
+	require.NoError(t, err)
+	woke := make(chan error, 1)
+	go func() {
+		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+		defer wcancel()
+		l, err := b.Lock(wctx, "{mig}:waited", WithRetryDelay(20*time.Second, 20*time.Second))
+		if err == nil {
+			err = l.Unlock(context.Background())
+		}
+		woke <- err
+	}()
 	time.Sleep(200 * time.Millisecond)
 	for i, cl := range clusters[:2] {
 		from, err := cl.SlotOwner(ctx, slot)
@@ -270,6 +285,17 @@ func TestClusterSlotMigration(t *testing.T) {
 	require.Empty(t, f.overlaps, "holders overlapped during the slot migration")
 	require.Positive(t, f.acquisitions, "no lock was taken during the migration")
 	t.Logf("slot %d migrated on two nodes under contention: %d acquisitions, 0 overlaps", slot, f.acquisitions)
+
+	time.Sleep(200 * time.Millisecond) // the waiter subscribes where the slot went
+	released := time.Now()
+	require.NoError(t, lw.Unlock(ctx))
+	select {
+	case err := <-woke:
+		require.NoError(t, err)
+		require.Less(t, time.Since(released), 10*time.Second, "the waiter waited out its retry delay: its subscriptions did not follow the slot")
+	case <-time.After(25 * time.Second):
+		t.Fatal("the waiter never got the lock")
+	}
 
 	require.NoError(t, l.Err())
 	_, err = b.TryLock(ctx, held)

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -106,6 +107,9 @@ type nodeSub struct {
 type subOp struct {
 	subscribe bool
 	ch        string
+	// moved marks a subscription again after the server dropped it: the
+	// channel's slot moved to another master.
+	moved bool
 }
 
 func newWaitlist(c *Client) *waitlist {
@@ -308,6 +312,11 @@ func (w *waitlist) control(ns *nodeSub) {
 func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) bool {
 	sch := shardChannel(strings.TrimPrefix(op.ch, releasePrefix))
 	if !op.subscribe {
+		// Forgotten first, so that the reader takes the server's
+		// confirmation for ours, not for a slot that moved.
+		ns.namesMu.Lock()
+		delete(ns.names, sch)
+		ns.namesMu.Unlock()
 		if ps := ns.shards[ns.shardOf[op.ch]]; ps != nil {
 			_ = ps.SUnsubscribe(ctx, sch)
 		}
@@ -315,6 +324,11 @@ func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) bool {
 		return true
 	}
 	master, err := ns.cluster.MasterForKey(ctx, sch)
+	if op.moved {
+		// The cluster client's view of the slots may predate the move:
+		// ask the cluster where the slot is now.
+		master, err = slotMaster(ctx, ns.cluster, sch)
+	}
 	if err != nil {
 		return true // the cluster is unreachable: the retry delay covers it
 	}
@@ -337,12 +351,62 @@ func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) bool {
 	return true
 }
 
+// slotMaster returns the client of the master that serves ch's slot now,
+// as CLUSTER SLOTS tells it.
+func slotMaster(ctx context.Context, cc *redis.ClusterClient, ch string) (*redis.Client, error) {
+	slot := int(keySlot(ch))
+	ranges, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	addr := ""
+	for _, r := range ranges {
+		if slot >= r.Start && slot <= r.End && len(r.Nodes) > 0 {
+			addr = r.Nodes[0].Addr
+		}
+	}
+	var found *redis.Client
+	err = cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+		if m.Options().Addr == addr {
+			found = m
+		}
+		return nil
+	})
+	if err == nil && found == nil {
+		err = fmt.Errorf("no master serves slot %d", slot)
+	}
+	return found, err
+}
+
 // readShard dispatches the messages of one master's shard channels until
-// its connection is closed, under the plain channel names.
+// its connection is closed, under the plain channel names. When the server
+// drops a channel that is still wanted (its slot moved to another master),
+// it has the control goroutine subscribe it again where the slot is now.
 func (w *waitlist) readShard(ns *nodeSub, ps *redis.PubSub) {
 	defer w.c.wg.Done()
 	for {
-		msg, err := ps.ReceiveMessage(context.Background())
+		m, err := ps.Receive(context.Background())
+		var msg *redis.Message
+		switch v := m.(type) {
+		case *redis.Message:
+			msg = v
+		case *redis.Subscription:
+			if v.Kind == "sunsubscribe" {
+				ns.namesMu.Lock()
+				ch, wanted := ns.names[v.Channel]
+				ns.namesMu.Unlock()
+				if wanted {
+					select {
+					case ns.ops <- subOp{subscribe: true, ch: ch, moved: true}:
+					default:
+					}
+				}
+			}
+			continue
+		}
+		if err == nil && msg == nil {
+			continue // a pong
+		}
 		if err != nil {
 			select {
 			case <-ns.stop:
