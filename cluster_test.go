@@ -20,8 +20,14 @@ import (
 // are clusters.
 func clusterNodes(t testing.TB, n int) ([]*redistest.Cluster, []redis.UniversalClient) {
 	t.Helper()
+	return clusterNodesWith(t, n, redistest.Options{})
+}
+
+// clusterNodesWith is clusterNodes with options for every server.
+func clusterNodesWith(t testing.TB, n int, opts redistest.Options) ([]*redistest.Cluster, []redis.UniversalClient) {
+	t.Helper()
 	redistest.Require(t)
-	clusters := redistest.StartClusters(t, n, 3, redistest.Options{})
+	clusters := redistest.StartClusters(t, n, 3, opts)
 	cs := make([]redis.UniversalClient, n)
 	for i, cl := range clusters {
 		cs[i] = cl.NewClient(t)
@@ -176,6 +182,38 @@ func TestClusterNodes(t *testing.T) {
 		}
 		require.Equal(t, 3, clusterOK, "a cluster finding per node:\n%v", rep)
 	})
+}
+
+// TestClusterWakeUpsWithoutShardedPubSub: on servers without SSUBSCRIBE and
+// SPUBLISH (Redis before 7.0; here the commands are renamed away), the
+// release scripts fall back to PUBLISH and the waiters to SUBSCRIBE, and a
+// waiter in another Client still wakes at the release.
+func TestClusterWakeUpsWithoutShardedPubSub(t *testing.T) {
+	_, cs := clusterNodesWith(t, 3, redistest.Options{Args: []string{
+		"--rename-command", "SSUBSCRIBE", "", "--rename-command", "SPUBLISH", ""}})
+	ctx := t.Context()
+	a := newClient(t, cs, WithTTL(20*time.Second))
+	b := newClient(t, cs, WithTTL(20*time.Second))
+	l, err := a.TryLock(ctx, "old")
+	require.NoError(t, err)
+	woke := make(chan error, 1)
+	go func() {
+		w, err := b.Lock(ctx, "old", WithRetryDelay(20*time.Second, 20*time.Second))
+		if err == nil {
+			err = w.Unlock(context.Background())
+		}
+		woke <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the waiter falls back to plain channels
+	released := time.Now()
+	require.NoError(t, l.Unlock(ctx))
+	select {
+	case err := <-woke:
+		require.NoError(t, err)
+		require.Less(t, time.Since(released), 10*time.Second, "the waiter waited out its retry delay")
+	case <-time.After(25 * time.Second):
+		t.Fatal("the waiter never got the lock")
+	}
 }
 
 // TestCheckReportsClusterState: a cluster that lost a master, and so a

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -94,8 +95,11 @@ type nodeSub struct {
 	ops  chan subOp
 	stop chan struct{} // closed when the connection is no longer wanted
 
-	cluster *redis.ClusterClient     // set for a cluster node
-	plain   bool                     // the cluster's servers lack SSUBSCRIBE
+	cluster *redis.ClusterClient // set for a cluster node
+	// plain is set once the cluster's servers refused SSUBSCRIBE (before
+	// Redis 7.0): the node then uses plain channels, as its servers'
+	// release scripts do.
+	plain   atomic.Bool
 	shards  map[string]*redis.PubSub // by master address; control goroutine only
 	shardOf map[string]string        // plain channel → master address; control goroutine only
 	// names maps each shard channel to the plain channel waiters know,
@@ -288,7 +292,7 @@ func (w *waitlist) control(ns *nodeSub) {
 		select {
 		case op := <-ns.ops:
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			if ns.cluster != nil && !ns.plain && w.shardOp(ctx, ns, op) {
+			if ns.cluster != nil && !ns.plain.Load() && w.shardOp(ctx, ns, op) {
 				cancel()
 				continue
 			}
@@ -344,11 +348,33 @@ func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) bool {
 	ns.names[sch] = op.ch
 	ns.namesMu.Unlock()
 	ns.shardOf[op.ch] = addr
-	if err := ps.SSubscribe(ctx, sch); err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
-		ns.plain = true
-		return false
-	}
+	_ = ps.SSubscribe(ctx, sch) // a refusal comes to the reader
 	return true
+}
+
+// unknownCommand reports a server's refusal of a command it does not know.
+func unknownCommand(err error) bool {
+	return err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown command")
+}
+
+// toPlain switches a cluster node to plain channels once its server refused
+// SSUBSCRIBE: every channel its waiters want is subscribed again, plainly.
+func (w *waitlist) toPlain(ns *nodeSub) {
+	if ns.plain.Swap(true) {
+		return
+	}
+	ns.namesMu.Lock()
+	chans := make([]string, 0, len(ns.names))
+	for _, ch := range ns.names {
+		chans = append(chans, ch)
+	}
+	ns.namesMu.Unlock()
+	for _, ch := range chans {
+		select {
+		case ns.ops <- subOp{subscribe: true, ch: ch}:
+		default:
+		}
+	}
 }
 
 // slotMaster returns the client of the master that serves ch's slot now,
@@ -406,6 +432,10 @@ func (w *waitlist) readShard(ns *nodeSub, ps *redis.PubSub) {
 		}
 		if err == nil && msg == nil {
 			continue // a pong
+		}
+		if unknownCommand(err) {
+			w.toPlain(ns) // a server before Redis 7.0
+			continue
 		}
 		if err != nil {
 			select {
