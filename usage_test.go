@@ -2,7 +2,9 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,26 +214,36 @@ func TestWrongTypeIsNamed(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, ms[3].Set("jobs", "someone-else"))
-	check := func(err error) {
+	// inFlight allows, for a Lock call cut short by its ctx, a node that
+	// its last attempt did not ask, because a request of an earlier
+	// attempt was still out (seen on a loaded machine): nothing names it.
+	check := func(err error, inFlight bool) {
 		t.Helper()
 		require.ErrorIs(t, err, ErrNotAcquired)
 		require.ErrorIs(t, err, ErrWrongType)
-		require.Contains(t, err.Error(), "wrong type at the key (not a lock): nodes 0,1,2")
 		var qe *QuorumError
 		require.ErrorAs(t, err, &qe)
+		var named []string
 		for i := range 3 {
-			require.Equal(t, VoteNo, qe.Stats.Nodes[i].Vote, "node %d", i)
-			require.ErrorIs(t, qe.Stats.Nodes[i].Err, ErrWrongType, "node %d", i)
+			v := qe.Stats.Nodes[i]
+			if inFlight && v.Vote == VoteFailed && errors.Is(v.Err, ErrInFlight) {
+				continue
+			}
+			require.Equal(t, VoteNo, v.Vote, "node %d", i)
+			require.ErrorIs(t, v.Err, ErrWrongType, "node %d", i)
+			named = append(named, strconv.Itoa(i))
 		}
+		require.NotEmpty(t, named)
+		require.Contains(t, err.Error(), "wrong type at the key (not a lock): nodes "+strings.Join(named, ","))
 		require.NotErrorIs(t, qe.Stats.Nodes[3].Err, ErrWrongType, "a string is a lock: taken, not wrong type")
-		require.Zero(t, qe.Stats.Failed)
+		require.Equal(t, 3-len(named), qe.Stats.Failed, "only nodes not asked may fail")
 	}
 	_, err := c.TryLock(t.Context(), "jobs")
-	check(err)
+	check(err, false)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	_, err = c.Lock(ctx, "jobs")
-	check(err)
+	check(err, true)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	// An owner lock's hash is a lock: taken, not wrong type.
