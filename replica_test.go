@@ -103,7 +103,9 @@ func replicaClients(nodes []*replicatedNode) []redis.UniversalClient {
 func TestReplicaAckAndFailover(t *testing.T) {
 	const key = "failover"
 	opts := func(ack bool) []Option {
-		o := []Option{WithTTL(10 * time.Second), WithNodeTimeout(200 * time.Millisecond)}
+		// Half the node timeout bounds the replicas' acknowledgement:
+		// 250ms leaves a loaded machine room for a healthy replica.
+		o := []Option{WithTTL(10 * time.Second), WithNodeTimeout(500 * time.Millisecond)}
 		if ack {
 			o = append(o, WithReplicaAck(1))
 		}
