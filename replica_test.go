@@ -183,7 +183,7 @@ func TestReplicaAckRenewals(t *testing.T) {
 	for _, ack := range []bool{false, true} {
 		t.Run(map[bool]string{false: "without", true: "with"}[ack], func(t *testing.T) {
 			nodes := startReplicated(t, 3)
-			opts := []Option{WithTTL(time.Second), WithNodeTimeout(100 * time.Millisecond), WithAutoExtend(true)}
+			opts := []Option{WithTTL(time.Second), WithNodeTimeout(300 * time.Millisecond), WithAutoExtend(true)}
 			if ack {
 				opts = append(opts, WithReplicaAck(1))
 			}
