@@ -116,8 +116,11 @@ func WithNodeTimeout(d time.Duration) Option {
 }
 
 // WithRetryDelay sets the range of the random wait between two attempts of
-// Lock. Each wait is drawn uniformly from [min, max]; the jitter keeps
-// competing clients from retrying in lockstep. The default is 10ms to 100ms.
+// Lock. Each wait is drawn uniformly from [min, max], plus a draw from zero
+// to the duration of the attempt that just failed; the jitter keeps
+// competing clients from retrying in lockstep, even when attempts take
+// longer than the range (a slow or loaded machine). The default is 10ms to
+// 100ms.
 func WithRetryDelay(min, max time.Duration) Option {
 	return func(c *config) { c.retryMin, c.retryMax = min, max }
 }
