@@ -292,7 +292,8 @@ func (w *waitlist) control(ns *nodeSub) {
 		select {
 		case op := <-ns.ops:
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			if ns.cluster != nil && !ns.plain.Load() && w.shardOp(ctx, ns, op) {
+			if ns.cluster != nil && !ns.plain.Load() {
+				w.shardOp(ctx, ns, op)
 				cancel()
 				continue
 			}
@@ -311,9 +312,9 @@ func (w *waitlist) control(ns *nodeSub) {
 }
 
 // shardOp applies a subscription change of a cluster node on the shard
-// channel, and reports whether it did: false when the server does not know
-// SSUBSCRIBE, after which the node uses plain channels.
-func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) bool {
+// channel. A server that does not know SSUBSCRIBE says so to the reader,
+// which then switches the node to plain channels (see toPlain).
+func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) {
 	sch := shardChannel(strings.TrimPrefix(op.ch, releasePrefix))
 	if !op.subscribe {
 		// Forgotten first, so that the reader takes the server's
@@ -325,7 +326,7 @@ func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) bool {
 			_ = ps.SUnsubscribe(ctx, sch)
 		}
 		delete(ns.shardOf, op.ch)
-		return true
+		return
 	}
 	master, err := ns.cluster.MasterForKey(ctx, sch)
 	if op.moved {
@@ -334,7 +335,7 @@ func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) bool {
 		master, err = slotMaster(ctx, ns.cluster, sch)
 	}
 	if err != nil {
-		return true // the cluster is unreachable: the retry delay covers it
+		return // the cluster is unreachable: the retry delay covers it
 	}
 	addr := master.Options().Addr
 	ps := ns.shards[addr]
@@ -349,7 +350,6 @@ func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) bool {
 	ns.namesMu.Unlock()
 	ns.shardOf[op.ch] = addr
 	_ = ps.SSubscribe(ctx, sch) // a refusal comes to the reader
-	return true
 }
 
 // unknownCommand reports a server's refusal of a command it does not know.
