@@ -471,7 +471,9 @@ func (h *Holding) decide(driftFactor float64, took time.Duration) {
 	if holders == nil {
 		return
 	}
-	h.Held, h.Quorum = true, quorum
+	// The verdict is the holder's: a semaphore's permits and quorum only
+	// when the holder is that semaphore.
+	h.Held, h.Quorum, h.Permits = true, quorum, 0
 	first := holders[0]
 	if first.Layout == layoutPlain {
 		h.Token, h.Tokens, h.Label, h.Count = first.Value, []string{first.Value}, first.Label, 1
