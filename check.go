@@ -429,7 +429,7 @@ func (n *node) facts(p *probe, second *clockSample, wait time.Duration) nodeFact
 	case *redis.ClusterClient:
 		f.failover = "Redis Cluster"
 	case *redis.Client:
-		if rc.Options().Addr == "FailoverClient" { // how go-redis names a Sentinel client
+		if rc.Options().Addr == failoverAddr {
 			f.failover = "Sentinel"
 		}
 	}

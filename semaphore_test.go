@@ -482,7 +482,7 @@ func TestSemaphoreInspect(t *testing.T) {
 		require.Equal(t, 2, nh.Permits, "node %d", nh.Index)
 		require.Equal(t, want, nh.Tokens, "node %d", nh.Index)
 	}
-	require.Contains(t, []string{h.Nodes[0].Label, ""}, h.Nodes[0].Label)
+	require.Contains(t, []string{"", "job-b"}, h.Nodes[0].Label, "the label of node 0's first permit")
 
 	// a's expiry passes on two nodes' clocks (its member's score is moved
 	// back): it is then on three nodes only, short of the quorum.

@@ -264,6 +264,36 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner) []redis.
 	return cmds
 }
 
+// replicaWait is what a job needs for WithReplicaAck: how many replicas
+// must acknowledge its writes, how long the batch's WAIT may take, and the
+// WAIT's result. Embedded, it makes the job an acker.
+type replicaWait struct {
+	want   int
+	within time.Duration // half the node timeout
+	acks   int64
+	ackErr error
+}
+
+func (r *replicaWait) replicas() int            { return r.want }
+func (r *replicaWait) ackWithin() time.Duration { return r.within }
+func (r *replicaWait) acked(n int64, err error) { r.acks, r.ackErr = n, err }
+
+// counted turns a yes into a failure, ErrReplicaAck, when too few replicas
+// acknowledged it: the node is then rolled back like any that failed.
+func (r *replicaWait) counted(val int64, err error) (int64, error) {
+	if val > 0 && err == nil && r.want > 0 {
+		if e := replicaAckErr(r.want, r.acks, r.ackErr); e != nil {
+			return 0, e
+		}
+	}
+	return val, err
+}
+
+// newReplicaWait is the replicaWait of a job under cfg.
+func newReplicaWait(cfg *config) replicaWait {
+	return replicaWait{want: cfg.replicaAck, within: cfg.nodeTimeout / 2}
+}
+
 // waitCmd returns the WAIT that ends a batch whose jobs need replicas to
 // acknowledge their writes, or nil. Its timeout is the shortest ackWithin
 // of those jobs, cut to what is left until the earliest of their
@@ -411,14 +441,8 @@ type acquireJob struct {
 	// sent counts the writes of cmdSet's value.
 	sent sendCounter
 	args [9]any
-	// ackN and ackErr are the batch's WAIT result (WithReplicaAck).
-	ackN   int64
-	ackErr error
+	replicaWait
 }
-
-func (j *acquireJob) replicas() int            { return j.cfg.replicaAck }
-func (j *acquireJob) ackWithin() time.Duration { return j.cfg.nodeTimeout / 2 }
-func (j *acquireJob) acked(n int64, err error) { j.ackN, j.ackErr = n, err }
 
 func (j *acquireJob) deadline() time.Time { return j.end }
 func (j *acquireJob) fail(err error)      { j.leg.deliver(0, err) }
@@ -537,12 +561,7 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 			err = qerr
 		}
 	}
-	if val > 0 && err == nil && j.cfg.replicaAck > 0 {
-		if e := replicaAckErr(j.cfg.replicaAck, j.ackN, j.ackErr); e != nil {
-			val, err = 0, e // a failure, so that the node is rolled back
-		}
-	}
-	j.leg.deliver(val, err)
+	j.leg.deliver(j.counted(val, err))
 	return false
 }
 
@@ -646,9 +665,7 @@ type extendJob struct {
 	args [9]any
 	// eval is set after a NOSCRIPT reply.
 	eval bool
-	// ackN and ackErr are the batch's WAIT result (WithReplicaAck).
-	ackN   int64
-	ackErr error
+	replicaWait
 }
 
 func (j *extendJob) deadline() time.Time { return j.end }
@@ -669,18 +686,9 @@ func (j *extendJob) done(time.Time, time.Time) bool {
 	if j.l.cfg.guard {
 		v, err = j.n.guarded(j.c, v, err)
 	}
-	if v > 0 && err == nil && j.l.cfg.replicaAck > 0 {
-		if e := replicaAckErr(j.l.cfg.replicaAck, j.ackN, j.ackErr); e != nil {
-			v, err = 0, e
-		}
-	}
-	j.leg.deliver(v, err)
+	j.leg.deliver(j.counted(v, err))
 	return false
 }
-
-func (j *extendJob) replicas() int            { return j.l.cfg.replicaAck }
-func (j *extendJob) ackWithin() time.Duration { return j.l.cfg.nodeTimeout / 2 }
-func (j *extendJob) acked(n int64, err error) { j.ackN, j.ackErr = n, err }
 
 // fenceJob writes an attempt's fence back on one node.
 type fenceJob struct {
@@ -690,17 +698,8 @@ type fenceJob struct {
 	fence int64
 	cmd   *redis.Cmd
 	eval  bool
-	// replicaAck, ackN and ackErr: as for acquireJob; within is half the
-	// node timeout.
-	replicaAck int
-	within     time.Duration
-	ackN       int64
-	ackErr     error
+	replicaWait
 }
-
-func (j *fenceJob) replicas() int            { return j.replicaAck }
-func (j *fenceJob) ackWithin() time.Duration { return j.within }
-func (j *fenceJob) acked(n int64, err error) { j.ackN, j.ackErr = n, err }
 
 func (j *fenceJob) deadline() time.Time { return j.end }
 func (j *fenceJob) fail(err error)      { j.leg.deliver(0, err) }
@@ -716,13 +715,7 @@ func (j *fenceJob) done(time.Time, time.Time) bool {
 		j.eval = true
 		return true
 	}
-	v, err := j.cmd.Int64()
-	if v > 0 && err == nil && j.replicaAck > 0 {
-		if e := replicaAckErr(j.replicaAck, j.ackN, j.ackErr); e != nil {
-			v, err = 0, e
-		}
-	}
-	j.leg.deliver(v, err)
+	j.leg.deliver(j.counted(j.cmd.Int64()))
 	return false
 }
 
