@@ -40,9 +40,16 @@ func shardChannel(rkey string) string {
 // learns of it even when some nodes are down. The copies are told apart by
 // the released token, and a release wakes one waiter of the Client, the one
 // that has waited longest, once a quorum of nodes announced it: before that,
-// the key is still held on too many nodes for a retry to win. Waking every
-// waiter would only have them race each other and split the votes. Messages can be lost, and holders can expire instead of
-// unlocking, so waiters keep their jittered retry delay as a fallback.
+// the key is still held on too many nodes for a retry to win (the quorum
+// of the waiters' locks: a semaphore's is larger than a majority). Waking
+// every waiter would only have them race each other and split the votes.
+// Messages can be lost, and holders can expire instead of unlocking, so
+// waiters keep their jittered retry delay as a fallback.
+//
+// A subscription takes effect when the node confirms it, not when join
+// returns. Each waiter has a ready channel, closed once every node confirmed
+// its channels (or could not be asked): a release that lands before then
+// may not be announced to it, so its first retry waits for ready.
 type waitlist struct {
 	c *Client
 
@@ -66,6 +73,15 @@ type keyWaiters struct {
 	last  string    // the token of the last release announced
 	from  []bool    // the nodes that announced it
 	count int       // how many did
+	// quorum is how many announcements wake a waiter: the largest quorum
+	// of the waiters that joined.
+	quorum int
+	// settled marks the nodes that confirmed the subscription, or that
+	// could not be asked; nsettled counts them. pending are the waiters
+	// whose ready waits for the rest.
+	settled  []bool
+	nsettled int
+	pending  []*waiter
 }
 
 // waiter is one waiting Lock call. A multi-key lock waits on the channel of
@@ -74,6 +90,10 @@ type waiter struct {
 	chans   []string
 	wake    chan struct{} // buffered 1
 	removed bool          // guarded by waitlist.mu
+	// ready is closed once the subscriptions of all the waiter's channels
+	// took effect on every node that could be asked.
+	ready   chan struct{}
+	unready int // guarded by waitlist.mu; channels not yet settled
 	// shared marks a reader (RLock): readers that wait in a row are woken
 	// together, since they can all hold the key at once. Set by join.
 	shared bool
@@ -120,9 +140,15 @@ func newWaitlist(c *Client) *waitlist {
 	return &waitlist{c: c, keys: make(map[string]*keyWaiters)}
 }
 
-// join adds a waiter for the keys. The caller must call leave.
-func (w *waitlist) join(rkeys []string, shared bool) *waiter {
-	wt := &waiter{chans: make([]string, len(rkeys)), wake: make(chan struct{}, 1), shared: shared}
+// join adds a waiter for the keys, woken once quorum nodes announced a
+// release. The caller must call leave.
+func (w *waitlist) join(rkeys []string, shared bool, quorum int) *waiter {
+	wt := &waiter{
+		chans:  make([]string, len(rkeys)),
+		wake:   make(chan struct{}, 1),
+		shared: shared,
+		ready:  make(chan struct{}),
+	}
 	for i, rk := range rkeys {
 		wt.chans[i] = releaseChannel(rk)
 	}
@@ -137,14 +163,44 @@ func (w *waitlist) join(rkeys []string, shared bool) *waiter {
 	for _, ch := range wt.chans {
 		kw := w.keys[ch]
 		if kw == nil {
-			kw = &keyWaiters{}
+			kw = &keyWaiters{settled: make([]bool, len(w.subs))}
 			w.keys[ch] = kw
 			w.sendLocked(subOp{subscribe: true, ch: ch})
 		}
+		kw.quorum = max(kw.quorum, quorum)
 		kw.idle = time.Time{}
 		kw.queue = append(kw.queue, wt)
+		if kw.nsettled < len(kw.settled) {
+			wt.unready++
+			kw.pending = append(kw.pending, wt)
+		}
+	}
+	if wt.unready == 0 {
+		close(wt.ready)
 	}
 	return wt
+}
+
+// settle records that a node confirmed the subscription of a channel, or
+// could not be asked (its connection is down), and closes the ready channel
+// of the waiters that waited only for that.
+func (w *waitlist) settle(ch string, node int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw := w.keys[ch]
+	if kw == nil || kw.settled[node] {
+		return
+	}
+	kw.settled[node] = true
+	if kw.nsettled++; kw.nsettled < len(kw.settled) {
+		return
+	}
+	for _, wt := range kw.pending {
+		if wt.unready--; wt.unready == 0 {
+			close(wt.ready)
+		}
+	}
+	kw.pending = nil
 }
 
 // waiting reports whether a waiter of this Client waits on one of the keys.
@@ -268,7 +324,8 @@ func (w *waitlist) startLocked() {
 // sendLocked queues a subscription change on every node. w.mu must be held.
 // When a node's queue is full (the node is hung), the change is dropped for
 // that node: the other nodes still carry the messages, and the retry delay
-// covers the rest.
+// covers the rest (such a node never settles, so its waiters' first retry
+// waits for the retry delay).
 func (w *waitlist) sendLocked(op subOp) {
 	for _, ns := range w.subs {
 		select {
@@ -298,7 +355,11 @@ func (w *waitlist) control(ns *nodeSub) {
 				continue
 			}
 			if op.subscribe {
-				_ = ns.ps.Subscribe(ctx, op.ch)
+				if err := ns.ps.Subscribe(ctx, op.ch); err != nil {
+					// Not sent: the node is down. go-redis subscribes
+					// again when it reconnects.
+					w.settle(op.ch, ns.node)
+				}
 			} else {
 				_ = ns.ps.Unsubscribe(ctx, op.ch)
 			}
@@ -335,7 +396,9 @@ func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) {
 		master, err = slotMaster(ctx, ns.cluster, sch)
 	}
 	if err != nil {
-		return // the cluster is unreachable: the retry delay covers it
+		// The cluster is unreachable: the retry delay covers it.
+		w.settle(op.ch, ns.node)
+		return
 	}
 	addr := master.Options().Addr
 	ps := ns.shards[addr]
@@ -349,7 +412,9 @@ func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) {
 	ns.names[sch] = op.ch
 	ns.namesMu.Unlock()
 	ns.shardOf[op.ch] = addr
-	_ = ps.SSubscribe(ctx, sch) // a refusal comes to the reader
+	if err := ps.SSubscribe(ctx, sch); err != nil { // a refusal comes to the reader
+		w.settle(op.ch, ns.node)
+	}
 }
 
 // unknownCommand reports a server's refusal of a command it does not know.
@@ -417,15 +482,17 @@ func (w *waitlist) readShard(ns *nodeSub, ps *redis.PubSub) {
 		case *redis.Message:
 			msg = v
 		case *redis.Subscription:
-			if v.Kind == "sunsubscribe" {
-				ns.namesMu.Lock()
-				ch, wanted := ns.names[v.Channel]
-				ns.namesMu.Unlock()
-				if wanted {
-					select {
-					case ns.ops <- subOp{subscribe: true, ch: ch, moved: true}:
-					default:
-					}
+			ns.namesMu.Lock()
+			ch, wanted := ns.names[v.Channel]
+			ns.namesMu.Unlock()
+			switch {
+			case !wanted:
+			case v.Kind == "ssubscribe":
+				w.settle(ch, ns.node)
+			case v.Kind == "sunsubscribe":
+				select {
+				case ns.ops <- subOp{subscribe: true, ch: ch, moved: true}:
+				default:
 				}
 			}
 			continue
@@ -460,7 +527,7 @@ func (w *waitlist) readShard(ns *nodeSub, ps *redis.PubSub) {
 func (w *waitlist) read(ns *nodeSub) {
 	defer w.c.wg.Done()
 	for {
-		msg, err := ns.ps.ReceiveMessage(context.Background())
+		m, err := ns.ps.Receive(context.Background())
 		if err != nil {
 			select {
 			case <-ns.stop:
@@ -473,7 +540,14 @@ func (w *waitlist) read(ns *nodeSub) {
 				continue
 			}
 		}
-		w.dispatch(msg.Channel, msg.Payload, ns.node)
+		switch v := m.(type) {
+		case *redis.Message:
+			w.dispatch(v.Channel, v.Payload, ns.node)
+		case *redis.Subscription:
+			if v.Kind == "subscribe" {
+				w.settle(v.Channel, ns.node)
+			}
+		}
 	}
 }
 
@@ -493,7 +567,7 @@ func (w *waitlist) dispatch(ch, released string, node int) {
 		return
 	}
 	kw.from[node] = true
-	if kw.count++; kw.count == w.c.quorum {
+	if kw.count++; kw.count == kw.quorum {
 		wakeFirst(kw.queue)
 	}
 }
@@ -512,13 +586,13 @@ func (w *waitlist) releasedLocally(rkeys []string, value string) {
 		if kw == nil || len(kw.queue) == 0 {
 			continue
 		}
-		if kw.last == value && kw.count >= w.c.quorum {
+		if kw.last == value && kw.count >= kw.quorum {
 			continue // already announced by a quorum
 		}
 		if kw.last != value || kw.from == nil {
 			kw.last, kw.from = value, make([]bool, len(w.c.nodes))
 		}
-		kw.count = w.c.quorum + len(w.c.nodes) // past the quorum for good
+		kw.count = kw.quorum + len(w.c.nodes) // past the quorum for good
 		wakeFirst(kw.queue)
 	}
 }

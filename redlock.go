@@ -337,7 +337,8 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 	}()
 	// pause waits for a wake-up or the retry delay before the next attempt;
 	// it returns the error that ends the call instead, if any.
-	pause := func() error {
+	// With ready, it also ends once the waiter's subscriptions took effect.
+	pause := func(ready <-chan struct{}) error {
 		var wake <-chan struct{} // nil without pub/sub: never ready
 		if wt != nil {
 			wake = wt.wake
@@ -351,6 +352,7 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		select {
 		case <-wake:
 			a.woken = true
+		case <-ready:
 		case <-delay.C:
 		case <-ctx.Done():
 			return a.abandon(last, ctx.Err())
@@ -363,9 +365,9 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		// Other Lock calls of this Client already wait for a key: queue
 		// behind them rather than race the one the next release wakes.
 		// Its attempt and ours would split the votes and both fail.
-		wt = c.waitlist.join(t.rkeys, t.reader)
+		wt = c.waitlist.join(t.rkeys, t.reader, t.quorum)
 		a.wait()
-		if err := pause(); err != nil {
+		if err := pause(nil); err != nil {
 			return nil, err
 		}
 	}
@@ -398,13 +400,18 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 			return nil, a.abandon(qerr, qerr.ctxErr)
 		}
 		if wt == nil && cfg.pubsub {
-			// Listen for the release, then try again at once: the holder
-			// may have released before the subscription took effect.
-			wt = c.waitlist.join(t.rkeys, t.reader)
+			// Listen for the release, then try again as soon as the
+			// subscription took effect: the holder may have released
+			// before it did, unannounced to us. A node that does not
+			// confirm (hung) holds this up to the retry delay.
+			wt = c.waitlist.join(t.rkeys, t.reader, t.quorum)
 			a.wait()
+			if err := pause(wt.ready); err != nil {
+				return nil, err
+			}
 			continue
 		}
-		if err := pause(); err != nil {
+		if err := pause(nil); err != nil {
 			return nil, err
 		}
 	}
