@@ -75,6 +75,9 @@ const (
 	pausedEnvKey    = "REDLOCK_PAUSE_KEY"
 	pausedEnvPrefix = "REDLOCK_PAUSE_PREFIX"
 	pausedEnvTTL    = "REDLOCK_PAUSE_TTL" // a time.ParseDuration string
+	// pausedEnvTimerOnly is "1" in the control's child, whose Client
+	// uses withTimerOnlyExpiry.
+	pausedEnvTimerOnly = "REDLOCK_PAUSE_TIMER_ONLY"
 )
 
 // pausedMsg is one line from the child. Kind says which fields are set:
@@ -116,7 +119,11 @@ func TestChaosPausedHolderChild(t *testing.T) {
 		t.Cleanup(func() { _ = rc.Close() })
 		cs[i] = rc
 	}
-	c, err := New(cs, WithTTL(ttl), WithAutoExtend(true), WithKeyPrefix(os.Getenv(pausedEnvPrefix)))
+	opts := []Option{WithTTL(ttl), WithAutoExtend(true), WithKeyPrefix(os.Getenv(pausedEnvPrefix))}
+	if os.Getenv(pausedEnvTimerOnly) == "1" {
+		opts = append(opts, withTimerOnlyExpiry())
+	}
+	c, err := New(cs, opts...)
 	require.NoError(t, err)
 	// Registered after the go-redis clients, so it runs before they close.
 	t.Cleanup(func() { _ = c.Close() })
@@ -253,21 +260,89 @@ func pausedEmit(t *testing.T, m pausedMsg) {
 // ErrNotHeld; that the two holds do not overlap; that the second client got
 // the lock (liveness) and could still unlock it after the holder's late
 // Extend and Unlock; and that no key is left once every TTL has run out.
+//
+// Its control, control-timer-only-expiry, runs the same scenario with a
+// holder whose Done and Err leave the lock's end to the expiry timer
+// (withTimerOnlyExpiry): its first look after the pause must find Done
+// open at least once in a few tries, or the test could not see the defect
+// it guards against.
 func TestChaosPausedHolder(t *testing.T) {
 	seed := chaosSeedOnce()
-	rng := pausedRand(seed, pausedHolderName)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("chaos: scenario=%s seed=%d failed; replay with: go test -race -count=1 -run 'TestChaosPausedHolder$' -v . -chaos.seed=%d",
 				pausedHolderName, seed, seed)
 		}
 	})
+	r := runPausedHolder(t, seed, pausedHolderName, false)
+	rep := r.rep
+
+	// The pause must have outlasted the holder's validity, or the
+	// scenario tested nothing.
+	require.Greater(t, rep.Resumed, rep.Until, "the holder noticed the pause at %d, want after its Until %d", rep.Resumed, rep.Until)
+	require.True(t, rep.DoneClosed, "holder's first look after the pause: got Done open, want closed")
+	require.True(t, rep.ErrLost, "holder's Err after the pause: got %q, want one that wraps ErrLockLost", rep.Err)
+	require.NotEmpty(t, rep.ExtendErr, "holder's Extend after the pause: got nil, want an error that matches ErrNotHeld")
+	require.True(t, rep.ExtendNotHeld, "holder's Extend after the pause: got %q, want one that matches ErrNotHeld", rep.ExtendErr)
+	require.Empty(t, r.overlaps, "overlapping holds: got %+v, want none", r.overlaps)
+	require.Zero(t, r.residue, "lock keys left after every TTL: got %d, want 0", r.residue)
+
+	// Negative control of the checker. A child that skips Done cannot be
+	// made to extend past its Until without changing the library: Extend
+	// checks Until on its own. What such a holder gets wrong is acting on
+	// the resource when it resumes, so the control gives the checker the
+	// claim it would make, a window that runs until it noticed the pause,
+	// and asserts that the checker flags it against the second client.
+	stale := r.holds[0]
+	stale.until = time.Unix(0, rep.Resumed)
+	require.True(t, r.acquired.Before(r.continued), "second client acquired at %v, want before the holder was continued at %v", r.acquired, r.continued)
+	got := chaosOverlaps([]chaosHold{stale, r.holds[1]})
+	require.Len(t, got, 1, "control, a holder that ignores Done: got overlaps %+v, want exactly 1", got)
+
+	// Negative control of the holder's check: with Done and Err waiting
+	// for the expiry timer, the holder's first look finds its lock still
+	// held (the timer is overdue, not yet run). The spin on one P makes
+	// that the usual case; a few tries allow for the runtime running the
+	// timer first.
+	t.Run("control-timer-only-expiry", func(t *testing.T) {
+		const tries = 4
+		for try := range tries {
+			name := fmt.Sprintf("%s-control-%d", pausedHolderName, try)
+			c := runPausedHolder(t, seed+int64(try)+1, name, true)
+			if !c.rep.DoneClosed && !c.rep.ErrLost {
+				t.Logf("control: try %d: the holder resumed %v past its Until and found Done open, Err %q: the test sees the defect",
+					try+1, time.Duration(c.rep.Resumed-c.rep.Until).Round(time.Millisecond), c.rep.Err)
+				return
+			}
+		}
+		t.Fatalf("control: in %d tries the holder without its own Until check always found Done closed, want open at least once: the test cannot see that defect", tries)
+	})
+}
+
+// pausedRunResult is what one run of the paused-holder scenario saw.
+type pausedRunResult struct {
+	rep       pausedMsg   // the holder's report after the pause
+	holds     []chaosHold // the holder's, then the second client's
+	overlaps  []chaosOverlap
+	residue   int
+	acquired  time.Time // when the second client got the lock
+	continued time.Time // when the holder was continued
+}
+
+// runPausedHolder runs the paused-holder scenario once on 5 fresh
+// redis-servers, and checks what every run must show: the second client
+// got the lock while the holder was stopped, kept it through the holder's
+// late Extend and Unlock, and could unlock it. With timerOnly, the
+// holder's Client uses withTimerOnlyExpiry.
+func runPausedHolder(t *testing.T, seed int64, name string, timerOnly bool) pausedRunResult {
+	t.Helper()
+	rng := pausedRand(seed, name)
 	ttl := pausedHolderTTL
-	prefix := "chaos:" + pausedHolderName + ":"
+	prefix := "chaos:" + name + ":"
 	const key = "k"
 	srv, admins := realNodes(t, 5)
 
-	holder := startPausedChild(t, srv, prefix, key, ttl)
+	holder := startPausedChild(t, srv, prefix, key, ttl, timerOnly)
 	locked := holder.next(t, "locked", 20*time.Second)
 	start := time.Now()
 	// A random phase against the renewals, which run every third of the TTL.
@@ -309,7 +384,7 @@ func TestChaosPausedHolder(t *testing.T) {
 		return time.Duration(ns - locked.Acquired).Round(time.Millisecond)
 	}
 	t.Logf("chaos-detail: scenario=%s stopped=%v child-until-bound=%v second-acquired=%v continued=%v noticed=%v child-until=%v",
-		pausedHolderName, since(stoppedAt.UnixNano()), since(childUntil.UnixNano()), since(acquired.UnixNano()),
+		name, since(stoppedAt.UnixNano()), since(childUntil.UnixNano()), since(acquired.UnixNano()),
 		since(continued.UnixNano()), since(rep.Resumed), since(rep.Until))
 	// A gap the holder noticed before it was continued was not our stop:
 	// the machine starved it of CPU for a TTL, and the run shows nothing.
@@ -339,30 +414,9 @@ func TestChaosPausedHolder(t *testing.T) {
 	overlaps := chaosOverlaps(holds)
 	residue := pausedResidue(t, admins, prefix)
 	chaosPrint(t, fmt.Sprintf("chaos: scenario=%s seed=%d ttl=%v pause=%v acquisitions=%d overlaps=%d residue=%d done-closed=%t err-lost=%t extend-not-held=%t",
-		pausedHolderName, seed, ttl, continued.Sub(stoppedAt.Round(0)).Round(time.Millisecond), len(holds), len(overlaps), residue,
+		name, seed, ttl, continued.Sub(stoppedAt.Round(0)).Round(time.Millisecond), len(holds), len(overlaps), residue,
 		rep.DoneClosed, rep.ErrLost, rep.ExtendNotHeld))
-
-	// The pause must have outlasted the holder's validity, or the
-	// scenario tested nothing.
-	require.Greater(t, rep.Resumed, rep.Until, "the holder noticed the pause at %d, want after its Until %d", rep.Resumed, rep.Until)
-	require.True(t, rep.DoneClosed, "holder's first look after the pause: got Done open, want closed")
-	require.True(t, rep.ErrLost, "holder's Err after the pause: got %q, want one that wraps ErrLockLost", rep.Err)
-	require.NotEmpty(t, rep.ExtendErr, "holder's Extend after the pause: got nil, want an error that matches ErrNotHeld")
-	require.True(t, rep.ExtendNotHeld, "holder's Extend after the pause: got %q, want one that matches ErrNotHeld", rep.ExtendErr)
-	require.Empty(t, overlaps, "overlapping holds: got %+v, want none", overlaps)
-	require.Zero(t, residue, "lock keys left after every TTL: got %d, want 0", residue)
-
-	// Negative control. A child that skips Done cannot be made to extend
-	// past its Until without changing the library: Extend checks Until on
-	// its own. What such a holder gets wrong is acting on the resource
-	// when it resumes, so the control gives the checker the claim it
-	// would make, a window that runs until it noticed the pause, and
-	// asserts that the checker flags it against the second client.
-	stale := holds[0]
-	stale.until = time.Unix(0, rep.Resumed)
-	require.True(t, acquired.Before(continued), "second client acquired at %v, want before the holder was continued at %v", acquired, continued)
-	got := chaosOverlaps([]chaosHold{stale, holds[1]})
-	require.Len(t, got, 1, "control, a holder that ignores Done: got overlaps %+v, want exactly 1", got)
+	return pausedRunResult{rep: rep, holds: holds, overlaps: overlaps, residue: residue, acquired: acquired, continued: continued}
 }
 
 // pausedRand derives the scenario's generator from the run's seed and its
@@ -433,7 +487,7 @@ type pausedChild struct {
 
 // startPausedChild runs this test binary again as the holder, on the
 // servers, in a process group of its own.
-func startPausedChild(t *testing.T, srv []*redistest.Server, prefix, key string, ttl time.Duration) *pausedChild {
+func startPausedChild(t *testing.T, srv []*redistest.Server, prefix, key string, ttl time.Duration, timerOnly bool) *pausedChild {
 	t.Helper()
 	addrs := make([]string, len(srv))
 	for i, s := range srv {
@@ -449,6 +503,9 @@ func startPausedChild(t *testing.T, srv []*redistest.Server, prefix, key string,
 		pausedEnvPrefix+"="+prefix,
 		pausedEnvTTL+"="+ttl.String(),
 	)
+	if timerOnly {
+		cmd.Env = append(cmd.Env, pausedEnvTimerOnly+"=1")
+	}
 	ch := &pausedChild{cmd: cmd, out: newPausedOutput(), stderr: newPausedOutput(), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = ch.out, ch.stderr
 	stdin, err := cmd.StdinPipe()

@@ -68,6 +68,9 @@ func (l *Lock) Err() error {
 // expireIfPast ends the lock now when Until has passed, rather than when
 // the expiry timer gets to run.
 func (l *Lock) expireIfPast() {
+	if l.cfg.timerOnlyExpiry {
+		return
+	}
 	l.mu.Lock()
 	past := l.err == nil && !l.c.now().Before(l.until)
 	l.mu.Unlock()

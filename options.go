@@ -58,6 +58,11 @@ type config struct {
 	// instead of semaphoreQuorum's; the semaphore's negative control uses
 	// it to show more than k holders at once.
 	majoritySemaphore bool
+	// timerOnlyExpiry leaves a lock's end past Until to its expiry timer:
+	// Done and Err no longer check Until themselves. The paused-holder
+	// control uses it to show a holder that resumes before the runtime
+	// runs its overdue timer and finds its lock still "held".
+	timerOnlyExpiry bool
 	// replicaAck is the number of replicas that must acknowledge a write
 	// before a node's yes counts (WithReplicaAck); 0 waits for none.
 	replicaAck int
@@ -246,6 +251,12 @@ func WithObserver(o Observer) Option {
 // write-back.
 func withoutFenceWriteBack() Option {
 	return func(c *config) { c.noFenceWriteBack = true }
+}
+
+// withTimerOnlyExpiry is a test-only switch: Done and Err leave the end of
+// a lock past Until to the expiry timer. See config.timerOnlyExpiry.
+func withTimerOnlyExpiry() Option {
+	return func(c *config) { c.timerOnlyExpiry = true }
 }
 
 // withSharedValue is a test-only switch: every attempt of an acquisition
