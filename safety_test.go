@@ -427,6 +427,45 @@ func TestExtendCannotReviveAnEndedLock(t *testing.T) {
 	require.ErrorIs(t, l.Extend(t.Context()), ErrNotHeld)
 }
 
+// A renewal in flight when Unlock ends the lock must not queue the lock
+// again: the renewer would extend keys that belong to nobody, and keep its
+// goroutine running. The gate holds the renewal's replies until Unlock has
+// returned; the renewal then settles a yes from every node.
+func TestRenewalCannotReviveAnUnlockedLock(t *testing.T) {
+	g := newScriptGate(extendScript, holdsLua+extendLua)
+	ms, cs := minis(t, 5, g)
+	loadScripts(t, cs)
+	rec := &recorder{}
+	c := newClient(t, cs, WithObserver(rec))
+	t.Cleanup(g.release)
+	// The first renewal comes at a third of the TTL, and may wait for its
+	// replies up to the node timeout (1 s): time for the Unlock.
+	const ttl = 3 * time.Second
+	l, err := c.TryLock(t.Context(), "revive-renewal", WithTTL(ttl), WithAutoExtend(true))
+	require.NoError(t, err)
+	settled(t, l)
+	require.Eventually(t, func() bool { return g.waiting.Load() == 5 }, 5*time.Second, time.Millisecond,
+		"the first renewal did not reach every node")
+	time.Sleep(2 * stallAfter) // the release goes out beside the held batch
+	require.NoError(t, l.Unlock(t.Context()))
+	eventually(t, ms, "revive-renewal", "")
+	g.release()
+	require.Eventually(t, func() bool {
+		c.renewer.mu.Lock()
+		defer c.renewer.mu.Unlock()
+		return !c.renewer.running
+	}, 5*time.Second, time.Millisecond, "the renewer still runs after the only lock was unlocked")
+	// A lock queued again would be renewed within a third of the TTL.
+	time.Sleep(ttl/3 + 200*time.Millisecond)
+	require.EqualValues(t, 5, g.waiting.Load(), "extensions sent after Unlock: want only the first renewal's 5")
+	_, extends, _, _ := rec.counts()
+	require.Zero(t, extends, "the renewal that ended after Unlock was settled as an extension")
+	require.ErrorIs(t, l.Err(), ErrUnlocked)
+	for i, m := range ms {
+		require.False(t, m.Exists("revive-renewal"), "node %d: the key came back", i)
+	}
+}
+
 // settled waits until no acquire request of l's attempt is in flight on
 // any node.
 func settled(t *testing.T, l *Lock) {
