@@ -285,6 +285,11 @@ func TestReadOnlyNodeIsLoggedOnce(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "read-only replica") }, 5*time.Second, time.Millisecond, "log: %s", logs.String())
 	require.Equal(t, 1, strings.Count(logs.String(), "read-only replica"), "logged once: %s", logs.String())
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "read-only replica") {
+			require.Contains(t, line, "level=WARN", "logged at Warn, not above or below: %s", line)
+		}
+	}
 }
 
 // TestRealWrongTypeIsNamed: on real redis-servers, a list at the key is
