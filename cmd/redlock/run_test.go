@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -416,6 +417,29 @@ func TestRunNodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lock and status warn of fewer than 3 nodes as run does, on stderr.
+func TestFewNodesWarnInLockAndStatus(t *testing.T) {
+	servers, _ := startNodes(t, 3)
+	const warning = "warning: 2 nodes: the lock survives no node failure"
+	two := servers[0].Addr() + "," + servers[1].Addr()
+	three := two + "," + servers[2].Addr()
+
+	code, stdout, stderr := runRedlock(t, nil, "lock", "--nodes", two, "--key", "few", "--", "echo", "ran")
+	require.Equal(t, 0, code, "lock: stderr:\n%s", stderr)
+	require.Equal(t, "ran\n", stdout)
+	require.Contains(t, stderr, "redlock lock: "+warning)
+
+	code, stdout, stderr = runRedlock(t, nil, "status", "--nodes", two, "--key", "few", "--json")
+	require.Equal(t, 0, code, "status: stderr:\n%s", stderr)
+	require.Contains(t, stderr, "redlock status: "+warning)
+	var rep map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep), "status --json: stdout must stay one JSON object, got\n%s", stdout)
+
+	code, _, stderr = runRedlock(t, nil, "status", "--nodes", three, "--key", "few")
+	require.Equal(t, 0, code, "status: stderr:\n%s", stderr)
+	require.NotContains(t, stderr, "warning", "status with 3 nodes: got %q, want no warning", stderr)
 }
 
 // --fencing passes REDLOCK_FENCE, which grows from holder to holder; the

@@ -103,6 +103,10 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "redlock status: %v\n(redlock help status prints the flags)\n", err)
 		return exitUsage
 	}
+	if w := fewNodesWarning(len(specs)); w != "" {
+		// On stderr: -json's output stays one object.
+		fmt.Fprintf(stderr, "redlock status: %s\n", w)
+	}
 	client, done, code := connect("status", specs, stderr, cfg.options()...)
 	if client == nil {
 		return code
