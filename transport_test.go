@@ -1,0 +1,195 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// batchHook records the number of commands of each pipeline with a SET that
+// a node's client sends, and holds the replies of the first one until
+// release.
+type batchHook struct {
+	mu      sync.Mutex
+	sizes   []int
+	holding bool
+	open    chan struct{}
+}
+
+func newBatchHook() *batchHook { return &batchHook{open: make(chan struct{})} }
+
+func (h *batchHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook sees a batch of one command: the pipe sends it on go-redis's
+// single-command path.
+func (h *batchHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.record([]redis.Cmder{cmd})
+		return err
+	}
+}
+
+func (h *batchHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.record(cmds)
+		return err
+	}
+}
+
+// record notes a batch with a SET, and holds the first one's replies.
+// Other batches are a connection's set-up (CLIENT SETINFO) or releases.
+func (h *batchHook) record(cmds []redis.Cmder) {
+	if !slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Name() == "set" }) {
+		return
+	}
+	h.mu.Lock()
+	h.sizes = append(h.sizes, len(cmds))
+	first := len(h.sizes) == 1
+	h.holding = first
+	h.mu.Unlock()
+	if first {
+		<-h.open
+	}
+}
+
+func (h *batchHook) held() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.holding
+}
+
+func (h *batchHook) batches() []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]int(nil), h.sizes...)
+}
+
+// Requests that concurrent calls have for a node go out together: while a
+// batch is out, the requests that come wait and leave in the next one, in
+// one write. The first request found the pipe idle and went out alone, at
+// once.
+func TestConcurrentRequestsShareABatch(t *testing.T) {
+	// No second sender for a batch held this long: this test holds one.
+	old := stallAfter
+	stallAfter = time.Minute
+	t.Cleanup(func() { stallAfter = old })
+	_, cs := minis(t, 3)
+	hooks := make([]*batchHook, len(cs))
+	for i, rc := range cs {
+		hooks[i] = newBatchHook()
+		rc.AddHook(hooks[i])
+		t.Cleanup(func() {
+			select {
+			case <-hooks[i].open:
+			default:
+				close(hooks[i].open)
+			}
+		})
+	}
+	c := newClient(t, cs)
+
+	const waiting = 7
+	errs := make(chan error, waiting+1)
+	lockUnlock := func(key string) {
+		l, err := c.TryLock(context.Background(), key)
+		if err == nil {
+			err = l.Unlock(context.Background())
+		}
+		errs <- err
+	}
+	go lockUnlock("batch-0")
+	for i, h := range hooks {
+		require.Eventually(t, h.held, 5*time.Second, time.Millisecond, "node %d: the first request was not sent alone", i)
+	}
+	for k := range waiting {
+		go lockUnlock(fmt.Sprintf("batch-%d", k+1))
+	}
+	for i, n := range c.nodes {
+		require.Eventually(t, func() bool {
+			n.pipe.mu.Lock()
+			defer n.pipe.mu.Unlock()
+			return len(n.pipe.queue) == waiting
+		}, 5*time.Second, time.Millisecond, "node %d: the requests did not queue behind the batch out", i)
+	}
+	for _, h := range hooks {
+		close(h.open)
+	}
+	for range waiting + 1 {
+		require.NoError(t, <-errs)
+	}
+	for i, h := range hooks {
+		b := h.batches()
+		require.GreaterOrEqual(t, len(b), 2, "node %d: batches %v", i, b)
+		require.Equal(t, 1, b[0], "node %d: the first request went out with company: batches %v", i, b)
+		require.Equal(t, waiting, b[1], "node %d: the queued acquires did not go out together: batches %v", i, b)
+	}
+}
+
+// lateSets delays every SET it sees, then counts it once the server has
+// answered.
+type lateSets struct {
+	delay time.Duration
+	done  atomic.Int32
+}
+
+func (h *lateSets) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *lateSets) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.around([]redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
+	}
+}
+func (h *lateSets) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return h.around(cmds, func() error { return next(ctx, cmds) })
+	}
+}
+
+func (h *lateSets) around(cmds []redis.Cmder, send func() error) error {
+	sets := int32(0)
+	for _, cmd := range cmds {
+		if cmd.Name() == "set" {
+			sets++
+		}
+	}
+	if sets > 0 {
+		time.Sleep(h.delay)
+	}
+	err := send()
+	h.done.Add(sets)
+	return err
+}
+
+// A release to a node is never sent ahead of the acquire it undoes: node 4
+// gets its acquire 300 ms late, after TryLock has returned at its quorum
+// and Unlock has begun, past the time a new request to a stalled node gets
+// a sender of its own. Sent ahead, on another connection, the release
+// would find nothing, and the late SET would leave the key behind (miniredis
+// keys do not expire here).
+func TestReleaseIsNeverSentAheadOfItsAcquire(t *testing.T) {
+	ms, cs := minis(t, 5)
+	late := &lateSets{delay: 300 * time.Millisecond}
+	cs[4].AddHook(late)
+	c := newClient(t, cs)
+	for round := range 3 {
+		l, err := c.TryLock(t.Context(), "ahead")
+		require.NoError(t, err)
+		// Past stallAfter, a request to node 4 would start another
+		// sender rather than queue behind the held SET.
+		time.Sleep(2 * stallAfter)
+		require.NoError(t, l.Unlock(t.Context()))
+		require.Eventually(t, func() bool { return late.done.Load() >= int32(round+1) }, 5*time.Second, time.Millisecond,
+			"node 4 did not get its late SET: %d SETs", late.done.Load())
+		require.Eventually(t, func() bool { return !ms[4].Exists("ahead") }, 5*time.Second, time.Millisecond,
+			"round %d: node 4 kept the key: a release went out before its acquire", round)
+		eventually(t, ms, "ahead", "")
+	}
+}
