@@ -131,16 +131,7 @@ func TestSemaphoreWaiterWakesAtItsQuorum(t *testing.T) {
 	other := newClient(t, cs, WithRetryDelay(10*time.Second, 10*time.Second))
 	so, err := other.Semaphore("sem-quorum-wake", 2)
 	require.NoError(t, err)
-	got := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		l, err := so.Acquire(ctx)
-		if err == nil {
-			err = l.Unlock(t.Context())
-		}
-		got <- err
-	}()
+	got := acquireAndUnlock(t, so, 5*time.Second)
 	require.Eventually(t, func() bool { return subscribed(t, cs, "sem-quorum-wake") }, 5*time.Second, time.Millisecond)
 	require.NoError(t, a.Unlock(t.Context()))
 	require.NoError(t, <-got, "the waiter was not woken when a quorum of nodes had a free permit")

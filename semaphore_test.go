@@ -236,6 +236,22 @@ func TestSemaphorePermitAutoExtends(t *testing.T) {
 	require.NoError(t, l.Unlock(t.Context()))
 }
 
+// acquireAndUnlock waits for a permit of s in the background, for at most
+// within, and unlocks it at once; the channel gets the first error.
+func acquireAndUnlock(t *testing.T, s *Semaphore, within time.Duration) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), within)
+		defer cancel()
+		l, err := s.Acquire(ctx)
+		if err == nil {
+			err = l.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	return got
+}
+
 func TestSemaphoreAcquireWakesOnRelease(t *testing.T) {
 	_, cs := minis(t, 5)
 	// A long retry delay: only the release's announcement can wake the
@@ -252,16 +268,7 @@ func TestSemaphoreAcquireWakesOnRelease(t *testing.T) {
 	other := newClient(t, cs, WithRetryDelay(10*time.Second, 10*time.Second))
 	so, err := other.Semaphore("sem-wake", 2)
 	require.NoError(t, err)
-	got := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		l, err := so.Acquire(ctx)
-		if err == nil {
-			err = l.Unlock(t.Context())
-		}
-		got <- err
-	}()
+	got := acquireAndUnlock(t, so, 5*time.Second)
 	time.Sleep(100 * time.Millisecond) // let it fail once and wait
 	start := time.Now()
 	require.NoError(t, a.Unlock(t.Context()))
