@@ -30,7 +30,7 @@ REDLOCK_NODES. Each is a URL, a bare address or a socket path:
 The options are go-redis's (dial_timeout=3s, skip_verify=true, ...). Prefer
 REDLOCK_NODES to --nodes for URLs with a password: other users of the machine
 can read a process's arguments. With fewer than 3 nodes the lock survives no
-node failure: run and lock warn so on stderr, and check reports it.
+node failure: run, lock and status warn so on stderr, and check reports it.
 `
 
 // minNodes is the smallest number of nodes that tolerates the failure of
