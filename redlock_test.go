@@ -883,3 +883,26 @@ func TestQuorumErrorUnwrapsOnlyWhatHappened(t *testing.T) {
 	require.NotErrorIs(t, e, context.Canceled)
 	require.True(t, strings.HasPrefix(e.Error(), "redlock: not acquired: lock \"k\""), e.Error())
 }
+
+// After a failed attempt, the wait adds a draw in [0, the attempt's
+// duration]: on a machine where attempts outlast the retry delay's range,
+// contenders' attempts would otherwise collide again and again.
+func TestRetrySpreadCoversTheAttempt(t *testing.T) {
+	require.Zero(t, spread(0))
+	require.Zero(t, spread(-time.Millisecond))
+	const took = 10 * time.Millisecond
+	low, high := 0, 0
+	for range 1000 {
+		d := spread(took)
+		require.GreaterOrEqual(t, d, time.Duration(0))
+		require.LessOrEqual(t, d, took)
+		if d < took/2 {
+			low++
+		} else {
+			high++
+		}
+	}
+	// Uniform: each half gets about 500 of 1000; 300 is far below.
+	require.Greater(t, low, 300, "draws below half the attempt's duration")
+	require.Greater(t, high, 300, "draws above half the attempt's duration")
+}
