@@ -505,14 +505,10 @@ func (w *waitlist) readShard(ns *nodeSub, ps *redis.PubSub) {
 			continue
 		}
 		if err != nil {
-			select {
-			case <-ns.stop:
+			if !w.backoff(ns) {
 				return
-			case <-w.c.done:
-				return
-			case <-time.After(100 * time.Millisecond):
-				continue
 			}
+			continue
 		}
 		ns.namesMu.Lock()
 		ch, ok := ns.names[msg.Channel]
@@ -529,16 +525,12 @@ func (w *waitlist) read(ns *nodeSub) {
 	for {
 		m, err := ns.ps.Receive(context.Background())
 		if err != nil {
-			select {
-			case <-ns.stop:
+			// The node is down or the connection broke: go-redis
+			// reconnects and resubscribes on the next receive.
+			if !w.backoff(ns) {
 				return
-			case <-w.c.done:
-				return
-			case <-time.After(100 * time.Millisecond):
-				// The node is down or the connection broke: go-redis
-				// reconnects and resubscribes on the next receive.
-				continue
 			}
+			continue
 		}
 		switch v := m.(type) {
 		case *redis.Message:
@@ -548,6 +540,20 @@ func (w *waitlist) read(ns *nodeSub) {
 				w.settle(v.Channel, ns.node)
 			}
 		}
+	}
+}
+
+// backoff waits a moment before a reader receives again after an error. It
+// returns false when the connection is no longer wanted or the Client
+// closed: the reader then ends.
+func (w *waitlist) backoff(ns *nodeSub) bool {
+	select {
+	case <-ns.stop:
+		return false
+	case <-w.c.done:
+		return false
+	case <-time.After(100 * time.Millisecond):
+		return true
 	}
 }
 

@@ -236,6 +236,19 @@ func TestSemaphorePermitAutoExtends(t *testing.T) {
 	require.NoError(t, l.Unlock(t.Context()))
 }
 
+// takeBothPermits takes the two permits of the semaphore key, for a
+// waiter to wait on.
+func takeBothPermits(t *testing.T, c *Client, key string) (a, b *Lock) {
+	t.Helper()
+	s, err := c.Semaphore(key, 2)
+	require.NoError(t, err)
+	a, err = s.TryAcquire(t.Context())
+	require.NoError(t, err)
+	b, err = s.TryAcquire(t.Context())
+	require.NoError(t, err)
+	return a, b
+}
+
 // acquireAndUnlock waits for a permit of s in the background, for at most
 // within, and unlocks it at once; the channel gets the first error.
 func acquireAndUnlock(t *testing.T, s *Semaphore, within time.Duration) <-chan error {
@@ -257,12 +270,7 @@ func TestSemaphoreAcquireWakesOnRelease(t *testing.T) {
 	// A long retry delay: only the release's announcement can wake the
 	// waiter in time.
 	c := newClient(t, cs, WithRetryDelay(10*time.Second, 10*time.Second))
-	s, err := c.Semaphore("sem-wake", 2)
-	require.NoError(t, err)
-	a, err := s.TryAcquire(t.Context())
-	require.NoError(t, err)
-	b, err := s.TryAcquire(t.Context())
-	require.NoError(t, err)
+	a, b := takeBothPermits(t, c, "sem-wake")
 
 	// A second Client, as another process: no local wake-up.
 	other := newClient(t, cs, WithRetryDelay(10*time.Second, 10*time.Second))

@@ -252,8 +252,10 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner) []redis.
 	}
 	clear(cmds)
 	for _, j := range live {
-		if a, ok := j.(acker); ok && wait != nil && a.replicas() > 0 {
-			a.acked(wait.Result())
+		if wait != nil {
+			if a, ok := j.(acker); ok && a.replicas() > 0 {
+				a.acked(wait.Result())
+			}
 		}
 		if j.done(sent, recv) {
 			p.mu.Lock()
