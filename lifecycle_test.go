@@ -398,6 +398,22 @@ func subscribed(t *testing.T, cs []redis.UniversalClient, key string) bool {
 	return true
 }
 
+// marked reports whether a waiter on key is fully in place on every node:
+// subscribed to its release channel, and its waiting marker set, so that
+// each node's release is announced to it. A release that lands between the
+// two is not announced by that node.
+func marked(t *testing.T, cs []redis.UniversalClient, key string) bool {
+	if !subscribed(t, cs, key) {
+		return false
+	}
+	for _, rc := range cs {
+		if n, err := rc.Exists(t.Context(), waitingKey(key)).Result(); err != nil || n == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // ownClients opens a second set of go-redis clients to the same servers.
 func ownClients(t *testing.T, cs []redis.UniversalClient) []redis.UniversalClient {
 	out := make([]redis.UniversalClient, len(cs))

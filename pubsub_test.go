@@ -127,7 +127,7 @@ func TestSemaphoreWaiterWakesAtItsQuorum(t *testing.T) {
 	so, err := other.Semaphore("sem-quorum-wake", 2)
 	require.NoError(t, err)
 	got := acquireAndUnlock(t, so, 5*time.Second)
-	require.Eventually(t, func() bool { return subscribed(t, cs, "sem-quorum-wake") }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return marked(t, cs, "sem-quorum-wake") }, 5*time.Second, time.Millisecond)
 	require.NoError(t, a.Unlock(t.Context()))
 	require.NoError(t, <-got, "the waiter was not woken when a quorum of nodes had a free permit")
 	require.NoError(t, b.Unlock(t.Context()))

@@ -277,7 +277,7 @@ func TestSemaphoreAcquireWakesOnRelease(t *testing.T) {
 	so, err := other.Semaphore("sem-wake", 2)
 	require.NoError(t, err)
 	got := acquireAndUnlock(t, so, 5*time.Second)
-	time.Sleep(100 * time.Millisecond) // let it fail once and wait
+	require.Eventually(t, func() bool { return marked(t, cs, "sem-wake") }, 5*time.Second, time.Millisecond)
 	start := time.Now()
 	require.NoError(t, a.Unlock(t.Context()))
 	require.NoError(t, <-got)
