@@ -93,9 +93,13 @@ type attempt struct {
 	// mayHold marks the nodes that may hold the value: a request was sent
 	// and did not come back with a plain no.
 	mayHold []bool
-	// deferred marks the nodes whose release was left to the late handler:
-	// a request was still in flight when the release was due.
+	// deferred marks the nodes whose rollback was left to the late
+	// handler: a request was still in flight when it was due.
 	deferred []bool
+	// parked holds, per node, Unlock's release that waits for a request of
+	// the attempt still in flight there; the late handler sends it once the
+	// node is idle. Made on first use.
+	parked []*releaseJob
 	// released marks the nodes a release of the value was sent to (or is
 	// about to be): each node gets at most one.
 	released []bool
@@ -485,46 +489,49 @@ func (at *attempt) handleLate(rp reply, acquire bool) {
 	}
 	l := at.lock
 	markHeld := at.state == won && !at.unlocking && rp.yes()
-	prefix, release := at.claimLocked(i)
+	release := at.claimLocked(i)
+	var parked *releaseJob
+	if at.inflight[i] == 0 && at.parked != nil {
+		parked, at.parked[i] = at.parked[i], nil
+	}
 	a.mu.Unlock()
 	if markHeld {
 		l.markHeld(i)
 	}
 	if release {
-		at.releaseOn(i, prefix)
+		at.rollbackOn(i)
+	}
+	if parked != nil {
+		// The node is idle now: Unlock's release goes out, with the time
+		// it would have had from here had it been sent now.
+		parked.end = later(parked.end, time.Now().Add(a.cfg.releaseTimeout()))
+		parked.n.pipe.submit(parked)
 	}
 }
 
-// claimLocked decides whether the late handler must release the attempt's
-// value on node i now, and claims the node if so. a.mu must be held.
-func (at *attempt) claimLocked(i int) (prefix string, release bool) {
-	if at.inflight[i] > 0 || !at.deferred[i] || at.released[i] {
-		return "", false
-	}
-	switch {
-	case at.state == won && at.unlocking:
-		prefix = releasePrefix
-	case at.state == lost && at.mayHold[i]:
-	default:
-		return "", false
+// claimLocked decides whether the late handler must roll back the lost
+// attempt's value on node i now, and claims the node if so. a.mu must be
+// held.
+func (at *attempt) claimLocked(i int) bool {
+	if at.inflight[i] > 0 || !at.deferred[i] || at.released[i] || at.state != lost || !at.mayHold[i] {
+		return false
 	}
 	at.released[i] = true
 	at.a.busy[i]++
-	return prefix, true
+	return true
 }
 
-// releaseOn releases the attempt's value on one node, announcing it on
-// channels with the given prefix unless it is empty. The request is bounded
-// as Unlock's are, and frees the node when it returns.
-func (at *attempt) releaseOn(i int, channelPrefix string) {
+// rollbackOn releases the lost attempt's value on one node, without
+// announcing it. The request is bounded as Unlock's are, and frees the node
+// when it returns.
+func (at *attempt) rollbackOn(i int) {
 	a := at.a
 	n := a.c.nodes[i]
 	n.pipe.submit(&releaseJob{
-		leg:    leg{c: a.c, n: n, end: time.Now().Add(a.cfg.releaseTimeout())},
-		t:      a.t,
-		value:  &at.value,
-		prefix: channelPrefix,
-		acq:    a,
+		leg:   leg{c: a.c, n: n, end: time.Now().Add(a.cfg.releaseTimeout())},
+		t:     a.t,
+		value: &at.value,
+		acq:   a,
 	})
 }
 
@@ -616,57 +623,36 @@ func (at *attempt) beginUnlock() {
 	at.a.mu.Unlock()
 }
 
-// claimIdle claims node i's release for the caller when the node has no
-// acquire or write-back request of the attempt in flight. busy reports
-// that it has one; when neither is set, the release was claimed already.
-func (at *attempt) claimIdle(i int) (claimed, busy bool) {
+// releaseClaim is what claimRelease found.
+type releaseClaim uint8
+
+const (
+	releaseNow    releaseClaim = iota // the node is idle: send it
+	releaseParked                     // parked, until the node is idle
+	releaseTaken                      // another release claimed the node
+)
+
+// claimRelease claims node i's release for Unlock's job j. When the node
+// has an acquire or write-back request of the attempt in flight, j is
+// parked, and the late handler sends it once the request returns, so that
+// it cannot overtake the write it undoes; nobody waits for it meanwhile.
+func (at *attempt) claimRelease(i int, j *releaseJob) releaseClaim {
 	a := at.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
 	case at.released[i]:
-		return false, false
+		return releaseTaken
 	case at.inflight[i] > 0:
-		return false, true
+		if at.parked == nil {
+			at.parked = make([]*releaseJob, len(at.inflight))
+		}
+		at.released[i] = true
+		at.parked[i] = j
+		return releaseParked
 	}
 	at.released[i] = true
-	return true, false
-}
-
-// awaitIdle waits until node i has no acquire or write-back request of the
-// attempt in flight, and claims the node's release for the caller. When ctx
-// ends first, it leaves the release to the late handler, which sends it
-// once the request returns, and reports false.
-func (at *attempt) awaitIdle(ctx context.Context, i int) bool {
-	a := at.a
-	for {
-		a.mu.Lock()
-		if at.released[i] {
-			a.mu.Unlock()
-			return false
-		}
-		if at.inflight[i] == 0 {
-			at.released[i] = true
-			a.mu.Unlock()
-			return true
-		}
-		idle := at.idle
-		a.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			a.mu.Lock()
-			if at.inflight[i] == 0 && !at.released[i] {
-				// It went idle as ctx ended: still ours to send.
-				at.released[i] = true
-				a.mu.Unlock()
-				return true
-			}
-			at.deferred[i] = true
-			a.mu.Unlock()
-			return false
-		}
-	}
+	return releaseNow
 }
 
 // mark sets the waiting markers of the keys on node i, without waiting for

@@ -167,21 +167,13 @@ func (l *Lock) release(ctx context.Context, over bool) error {
 		start: func(ctx context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
 			*j = releaseJob{leg: *lg, t: l.t, value: &at.value, prefix: releasePrefix, unlock: l, until: until}
-			switch claimed, busy := at.claimIdle(lg.n.index); {
-			case claimed:
+			switch at.claimRelease(lg.n.index, j) {
+			case releaseNow:
 				lg.n.pipe.submit(j)
-			case busy:
-				// Wait for the acquire request, so that the release
-				// cannot overtake it.
-				lg.wait(ctx, func(ctx context.Context) {
-					if at.awaitIdle(ctx, lg.n.index) {
-						lg.n.pipe.submit(j)
-						return
-					}
-					// Still in flight: its late handler releases the
-					// node once it returns.
-					lg.deliver(0, ErrInFlight)
-				})
+			case releaseParked:
+				// Sent by the late handler once the acquire request
+				// returns; if that is after this round's timeout, the
+				// release still lands, uncounted.
 			default:
 				lg.deliver(0, ErrInFlight)
 			}
