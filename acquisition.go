@@ -462,8 +462,8 @@ func (at *attempt) wakeLocked() {
 // While the attempt is being decided or has won, it only counts the reply,
 // and remembers a yes of a won attempt for diagnostics. Once the node has
 // no request of the attempt left in flight, a release that was waiting for
-// it goes out: the rollback of a lost attempt, or the release of an Unlock
-// that did not wait that long. A late yes, or an error that may hide one,
+// it goes out: the rollback of a lost attempt, or the release that Unlock
+// parked there. A late yes, or an error that may hide one,
 // is thus never left behind, and a release is never sent ahead of the write
 // it undoes.
 func (at *attempt) late(rp reply) { at.handleLate(rp, false) }
