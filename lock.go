@@ -164,7 +164,7 @@ func (l *Lock) release(ctx context.Context, over bool) error {
 		op:      OpUnlock,
 		quorum:  l.t.quorum,
 		timeout: l.cfg.releaseTimeout(),
-		start: func(ctx context.Context, lg *leg) {
+		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
 			*j = releaseJob{leg: *lg, t: l.t, value: &at.value, prefix: releasePrefix, unlock: l, until: until}
 			switch at.claimRelease(lg.n.index, j) {

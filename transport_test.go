@@ -193,3 +193,23 @@ func TestReleaseIsNeverSentAheadOfItsAcquire(t *testing.T) {
 		eventually(t, ms, "ahead", "")
 	}
 }
+
+// An acquire reply that comes after Unlock's round, and after the grace a
+// queued release gets past it (releaseGrace), still lets the release that
+// Unlock parked for its node go out: the release gets a fresh deadline
+// when the reply frees the node, and is not dropped unsent.
+func TestParkedReleaseOutlivesItsRound(t *testing.T) {
+	ms, cs := minis(t, 5)
+	c := newClient(t, cs) // TTL 10 s: the release round lasts 1 s
+	late := &lateSets{delay: time.Second + releaseGrace + time.Second}
+	cs[4].AddHook(late)
+	l, err := c.TryLock(t.Context(), "parked")
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(t.Context()), "a quorum of 4 released")
+	require.Eventually(t, func() bool { return late.done.Load() == 1 }, 2*late.delay, time.Millisecond,
+		"node 4 did not get its late SET")
+	// Well inside the 10 s TTL: only the release can have deleted it.
+	require.Eventually(t, func() bool { return !ms[4].Exists("parked") }, time.Second, time.Millisecond,
+		"node 4 kept the key: the parked release was dropped")
+	eventually(t, ms, "parked", "")
+}
