@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,9 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// batchHook records the number of commands of each pipeline with a SET that
-// a node's client sends, and holds the replies of the first one until
-// release.
+// batchHook records the number of SETs (acquires) of each batch with one
+// that a node's client sends, and holds the replies of the first one until
+// release. Other commands may share a batch: a release that Unlock parked
+// is queued as soon as the acquire reply before it comes.
 type batchHook struct {
 	mu      sync.Mutex
 	sizes   []int
@@ -48,11 +48,17 @@ func (h *batchHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // record notes a batch with a SET, and holds the first one's replies.
 // Other batches are a connection's set-up (CLIENT SETINFO) or releases.
 func (h *batchHook) record(cmds []redis.Cmder) {
-	if !slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Name() == "set" }) {
+	sets := 0
+	for _, c := range cmds {
+		if c.Name() == "set" {
+			sets++
+		}
+	}
+	if sets == 0 {
 		return
 	}
 	h.mu.Lock()
-	h.sizes = append(h.sizes, len(cmds))
+	h.sizes = append(h.sizes, sets)
 	first := len(h.sizes) == 1
 	h.holding = first
 	h.mu.Unlock()
