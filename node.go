@@ -24,6 +24,10 @@ var (
 	releaseSrc    = holdsLua + releaseLua
 	releaseScript = redis.NewScript(releaseSrc)
 
+	//go:embed releaseplain.lua
+	releasePlainSrc    string
+	releasePlainScript = redis.NewScript(releasePlainSrc)
+
 	//go:embed extend.lua
 	extendLua    string
 	extendSrc    = holdsLua + extendLua
@@ -70,17 +74,24 @@ type target struct {
 	// scriptKeys, then owner.
 	kargs, skargs []any
 	ownerArg      any
+	// plainKeys are the KEYS of releaseplain.lua when the target is
+	// plainSingle: the key and its waiting marker. nil otherwise, and for
+	// a semaphore's permit.
+	plainKeys []any
 }
 
 // box fills the target's boxed arguments.
 func (t *target) box() {
 	keys := t.scriptKeys()
-	t.skargs = make([]any, len(keys))
+	t.skargs = make([]any, len(keys), len(keys)+1)
 	for i, k := range keys {
 		t.skargs[i] = k
 	}
 	t.kargs = t.skargs[:len(t.rkeys)]
 	t.ownerArg = t.owner
+	if t.plainSingle() {
+		t.plainKeys = append(t.skargs, waitingKey(t.rkeys[0]))
+	}
 }
 
 // scriptKeys returns the lock keys, followed by the fence counters when there

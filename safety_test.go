@@ -39,6 +39,12 @@ func isScript(cmd redis.Cmder, script *redis.Script, src string) bool {
 	return false
 }
 
+// isRelease reports whether cmd is a release: release.lua, or
+// releaseplain.lua, which a plain key uses.
+func isRelease(cmd redis.Cmder) bool {
+	return isScript(cmd, releaseScript, releaseSrc) || isScript(cmd, releasePlainScript, releasePlainSrc)
+}
+
 var errGaveUp = errors.New("gave up waiting (test)")
 
 // lateRelease is a go-redis hook that, once armed, takes the next release
@@ -83,7 +89,7 @@ func (h *lateRelease) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // hold holds cmd when it is the armed release: it fails it at once with
 // errGaveUp, and sends a copy after the delay.
 func (h *lateRelease) hold(next redis.ProcessHook, cmd redis.Cmder) bool {
-	if !isScript(cmd, releaseScript, holdsLua+releaseLua) || !h.armed.CompareAndSwap(true, false) {
+	if !isRelease(cmd) || !h.armed.CompareAndSwap(true, false) {
 		return false
 	}
 	late := redis.NewCmd(context.Background(), cmd.Args()...)
@@ -181,7 +187,7 @@ func newScriptGate(script *redis.Script, src string) *gate {
 func loadScripts(t *testing.T, cs []redis.UniversalClient) {
 	t.Helper()
 	for _, rc := range cs {
-		for _, s := range []*redis.Script{acquireScript, releaseScript, extendScript, fenceScript} {
+		for _, s := range []*redis.Script{acquireScript, releaseScript, releasePlainScript, extendScript, fenceScript} {
 			require.NoError(t, s.Load(t.Context(), rc).Err())
 		}
 	}
@@ -585,7 +591,7 @@ func TestNothingIsReportedAfterClose(t *testing.T) {
 // not held, so Unlock says the release is not confirmed, which is not
 // ErrNotHeld; the release lands once the replies come.
 func TestUnlockReportsUnconfirmedRelease(t *testing.T) {
-	g := newScriptGate(releaseScript, releaseSrc)
+	g := &gate{match: isRelease, open: make(chan struct{})}
 	fast, fcs := minis(t, 2)
 	slow, scs := minis(t, 3, g)
 	cs := append(fcs, scs...)

@@ -412,8 +412,10 @@ type luaScript struct {
 var (
 	luaAcquire = luaScript{sha: acquireScript.Hash(), src: acquireSrc}
 	luaRelease = luaScript{sha: releaseScript.Hash(), src: releaseSrc}
-	luaExtend  = luaScript{sha: extendScript.Hash(), src: extendSrc}
-	luaFence   = luaScript{sha: fenceScript.Hash(), src: fenceSrc}
+	// luaReleasePlain is luaRelease for one plain key off a cluster.
+	luaReleasePlain = luaScript{sha: releasePlainScript.Hash(), src: releasePlainSrc}
+	luaExtend       = luaScript{sha: extendScript.Hash(), src: extendSrc}
+	luaFence        = luaScript{sha: fenceScript.Hash(), src: fenceSrc}
 
 	luaSemAcquire = luaScript{sha: semAcquireScript.Hash(), src: semAcquireSrc}
 	luaSemRelease = luaScript{sha: semReleaseScript.Hash(), src: semReleaseSrc}
@@ -636,6 +638,8 @@ func (j *releaseJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	switch {
 	case j.t.reader:
 		j.cmd = evalCmd(j.args[:0], &luaRUnlock, j.eval, j.t.kargs, &j.sent, j.prefix, j.n.shardArg)
+	case j.t.plainKeys != nil && j.n.cluster == nil:
+		j.cmd = evalCmd(j.args[:0], &luaReleasePlain, j.eval, j.t.plainKeys, &j.sent, j.prefix)
 	default:
 		j.cmd = evalCmd(j.args[:0], j.t.lua(&luaRelease, &luaSemRelease), j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix, j.n.shardArg)
 	}
