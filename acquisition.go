@@ -103,8 +103,9 @@ type attempt struct {
 	// released marks the nodes a release of the value was sent to (or is
 	// about to be): each node gets at most one.
 	released []bool
-	// idle is closed, and replaced, whenever a request of the attempt
-	// returns, to wake an Unlock or a write-back that waits for the node.
+	// idle, when a write-back waits for a node's acquire reply, is closed
+	// (and cleared) when a request of the attempt returns. Made on first
+	// use: most attempts have nobody waiting.
 	idle chan struct{}
 	// answered marks the nodes whose acquire reply has come, and acquired
 	// those among them that said yes: the write-back to a node waits for
@@ -179,7 +180,6 @@ func (a *acquisition) newAttempt() *attempt {
 		released: flags[2*n : 3*n],
 		answered: flags[3*n : 4*n],
 		acquired: flags[4*n:],
-		idle:     make(chan struct{}),
 	}
 }
 
@@ -204,7 +204,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		skip:    at.reserve(func(int) bool { return true }),
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
-			*j = acquireJob{leg: *lg, t: t, tk: at.value, ttl: ttl, ttlArg: ttlArg, cfg: cfg, how: lg.n.acquireHow(t, at.value, cfg), mark: mark, replicaWait: newReplicaWait(cfg)}
+			*j = acquireJob{leg: *lg, t: t, tk: &at.value, ttl: ttl, ttlArg: ttlArg, cfg: cfg, how: lg.n.acquireHow(t, at.value, cfg), mark: mark, replicaWait: newReplicaWait(cfg)}
 			lg.n.pipe.submit(j)
 		},
 	})
@@ -389,7 +389,11 @@ func (at *attempt) awaitAcquired(ctx context.Context, i int) bool {
 	a := at.a
 	for {
 		a.mu.Lock()
-		answered, yes, idle := at.answered[i], at.acquired[i], at.idle
+		answered, yes := at.answered[i], at.acquired[i]
+		if at.idle == nil {
+			at.idle = make(chan struct{})
+		}
+		idle := at.idle
 		a.mu.Unlock()
 		if answered {
 			return yes
@@ -452,8 +456,10 @@ func (at *attempt) gathered(o *outcome, acquire bool) {
 // wakeLocked wakes whoever waits for a node of the attempt to go idle.
 // a.mu must be held.
 func (at *attempt) wakeLocked() {
-	close(at.idle)
-	at.idle = make(chan struct{})
+	if at.idle != nil {
+		close(at.idle)
+		at.idle = nil
+	}
 }
 
 // late handles a reply of the attempt's acquire or write-back round that

@@ -205,8 +205,9 @@ type outcome struct {
 }
 
 // inlineNodes is the largest number of nodes whose round state fits in the
-// outcome itself.
-const inlineNodes = 7
+// outcome itself: the usual 5, so that a round of 5 allocates no more than
+// it uses.
+const inlineNodes = 5
 
 // fanout sends the spec's request to every node at once, through the
 // nodes' pipes, and gathers the replies until the outcome is known. The

@@ -442,7 +442,7 @@ func evalCmd(dst []any, ls *luaScript, eval bool, keys []any, args ...any) *redi
 type acquireJob struct {
 	leg
 	t   *target
-	tk  token
+	tk  *token // the attempt's
 	ttl time.Duration
 	// ttlArg is the TTL in milliseconds, boxed once for every node.
 	ttlArg any
@@ -457,7 +457,7 @@ type acquireJob struct {
 	tm   *redis.TimeCmd
 	// sent counts the writes of cmdSet's value.
 	sent sendCounter
-	args [9]any
+	args [7]any // SET's, the longest of the plain commands
 	replicaWait
 }
 
@@ -465,7 +465,7 @@ func (j *acquireJob) deadline() time.Time { return j.end }
 func (j *acquireJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
-	ctx, t, tk := context.Background(), j.t, j.tk
+	ctx, t, tk := context.Background(), j.t, *j.tk
 	// The markers go first: a release between them and the acquire
 	// deletes the marker and is announced, and one before them leaves the
 	// key free for the acquire. Either way the waiter hears of it.
