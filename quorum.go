@@ -114,48 +114,17 @@ type reply struct {
 func (rp reply) yes() bool { return rp.err == nil && rp.val > 0 }
 
 // round is one fan-out of a request to the nodes. Replies that arrive
-// before the round is decided go to the inbox; a reply that arrives after it
-// goes to the late handler chosen at the decision, so that no answer is lost:
-// a yes that comes after a failed attempt is rolled back, one that comes
-// after a success is remembered.
-//
-// The replies are counted as they come, under mu, and the gatherer is woken
-// only once they may settle the round: a quorum said yes, or can no longer
-// say yes, or (for waitAll) every node it waits for has answered. A round
-// that a quorum decides then wakes its caller once, not once a reply.
+// before the round is decided go to ch; a reply that arrives after it goes to
+// the late handler chosen at the decision, so that no answer is lost: a yes
+// that comes after a failed attempt is rolled back, one that comes after a
+// success is remembered.
 type round struct {
-	// wake gets a token when the replies may settle the round; buffered
-	// to 1, it never blocks a deliverer.
-	wake chan struct{}
+	ch chan reply // buffered to N: a node's reply never blocks on it
 
 	mu      sync.Mutex
 	decided bool        // guarded by mu
 	late    func(reply) // guarded by mu
 	stalled []bool      // guarded by mu; node counted in node.stalled
-	// inbox holds the replies that came before the decision, until the
-	// gatherer takes them.
-	inbox []reply // guarded by mu
-
-	// What settles the round: set before the first request goes out.
-	quorum     int
-	waitAll    bool
-	wasStalled []bool // the node was stalled when the round began
-	// open counts the requests not answered yet, waitFor those of them to
-	// nodes that were not stalled, and yes the yes votes among the
-	// replies. Guarded by mu.
-	open, waitFor, yes int
-}
-
-// settled reports whether the round's outcome is known from the replies
-// counted so far. r.mu must be held, or the round not yet started.
-func (r *round) settled() bool {
-	switch {
-	case r.open == 0:
-		return true
-	case r.waitAll:
-		return r.waitFor == 0
-	}
-	return r.yes >= r.quorum || r.yes+r.open < r.quorum
 }
 
 // spec describes a round.
@@ -199,7 +168,6 @@ type outcome struct {
 		votes [inlineNodes]NodeVote
 		legs  [inlineNodes]leg
 		vals  [inlineNodes]int64
-		inbox [inlineNodes]reply
 		flags [4 * inlineNodes]bool
 	}
 }
@@ -222,21 +190,17 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 	n := len(c.nodes)
 	o := &outcome{}
 	var flags []bool
-	var inbox []reply
 	if n <= inlineNodes {
 		flags = o.mem.flags[:4*n]
 		o.votes, o.legs, o.vals = o.mem.votes[:n], o.mem.legs[:n], o.mem.vals[:n]
-		inbox = o.mem.inbox[:0:n]
 	} else {
 		flags = make([]bool, 4*n)
 		o.votes, o.legs, o.vals = make([]NodeVote, n), make([]leg, n), make([]int64, n)
-		inbox = make([]reply, 0, n)
 	}
-	r := &o.r
-	*r = round{wake: make(chan struct{}, 1), stalled: flags[:n], inbox: inbox,
-		quorum: sp.quorum, waitAll: sp.waitAll, wasStalled: flags[2*n : 3*n]}
+	o.r = round{ch: make(chan reply, n), stalled: flags[:n]}
 	o.got = flags[n : 2*n]
-	send := flags[3*n:]
+	wasStalled, send := flags[2*n:3*n], flags[3*n:]
+	pending, waitFor := 0, 0
 	o.start = c.now()
 	// The decision comes at sp.timeout, but a request may run on until
 	// sp.life: go-redis closes a connection whose request it gave up on, so
@@ -248,17 +212,17 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 	end := time.Now().Add(max(sp.timeout, sp.life))
 	for i, nd := range c.nodes {
 		o.votes[i] = NodeVote{Index: i, Addr: nd.addr}
-		o.legs[i] = leg{r: r, c: c, n: nd, start: o.start, end: end}
+		o.legs[i] = leg{r: &o.r, c: c, n: nd, start: o.start, end: end}
 		if sp.skip != nil {
 			if err := sp.skip(i); err != nil {
 				o.votes[i].Vote, o.votes[i].Err = VoteFailed, err
 				continue
 			}
 		}
-		r.open++
+		pending++
 		send[i] = true
-		if r.wasStalled[i] = nd.stalled.Load() > 0; !r.wasStalled[i] {
-			r.waitFor++
+		if wasStalled[i] = nd.stalled.Load() > 0; !wasStalled[i] {
+			waitFor++
 		}
 	}
 	for i := range c.nodes {
@@ -269,9 +233,20 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 
 	timer := time.NewTimer(sp.timeout)
 	defer timer.Stop()
-	for !o.take() {
+	for pending > 0 {
+		if !sp.waitAll && (o.yes >= sp.quorum || o.yes+pending < sp.quorum) {
+			break
+		}
+		if sp.waitAll && waitFor == 0 {
+			break
+		}
 		select {
-		case <-r.wake:
+		case rp := <-o.r.ch:
+			pending--
+			if !wasStalled[rp.i] {
+				waitFor--
+			}
+			o.count(rp)
 		case <-timer.C:
 			o.end = c.now()
 			o.markPending(c, ErrNodeTimeout)
@@ -286,26 +261,6 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 	o.end = c.now()
 	o.markPending(c, ErrNoAnswer)
 	return o
-}
-
-// take counts the replies in the inbox, and reports whether they settle
-// the round.
-func (o *outcome) take() bool {
-	r := &o.r
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	o.drain()
-	return r.settled()
-}
-
-// drain counts the replies in the inbox and empties it. o.r.mu must be
-// held.
-func (o *outcome) drain() {
-	for _, rp := range o.r.inbox {
-		o.count(rp)
-	}
-	clear(o.r.inbox)
-	o.r.inbox = o.r.inbox[:0]
 }
 
 // wait runs fn on a goroutine of the Client, for a request that must wait
@@ -362,9 +317,16 @@ func (o *outcome) count(rp reply) {
 func (o *outcome) markPending(c *Client, why error) {
 	o.r.mu.Lock()
 	defer o.r.mu.Unlock()
-	// Replies already in the inbox came in time: count them, so that
+	// Replies already in the channel came in time: count them, so that
 	// their nodes are not taken for stalled.
-	o.drain()
+	for drained := false; !drained; {
+		select {
+		case rp := <-o.r.ch:
+			o.count(rp)
+		default:
+			drained = true
+		}
+	}
 	for i := range o.votes {
 		if o.votes[i].Vote != votePending {
 			continue
@@ -387,16 +349,18 @@ func (o *outcome) markPending(c *Client, why error) {
 // votes stay as the gathering left them.
 func (o *outcome) finish(late func(reply)) []reply {
 	o.r.mu.Lock()
-	defer o.r.mu.Unlock()
 	o.r.decided = true
 	o.r.late = late
-	if len(o.r.inbox) == 0 {
-		return nil
+	o.r.mu.Unlock()
+	var drained []reply
+	for {
+		select {
+		case rp := <-o.r.ch:
+			drained = append(drained, rp)
+		default:
+			return drained
+		}
 	}
-	drained := append([]reply(nil), o.r.inbox...)
-	clear(o.r.inbox)
-	o.r.inbox = o.r.inbox[:0]
-	return drained
 }
 
 // stats turns the outcome into Stats.

@@ -375,20 +375,7 @@ func (lg *leg) deliver(val int64, err error) {
 		// The latency is read only for the votes it goes into: a late
 		// reply's is never shown.
 		rp.lat = lg.c.now().Sub(lg.start)
-		r.inbox = append(r.inbox, rp)
-		r.open--
-		if !r.wasStalled[n.index] {
-			r.waitFor--
-		}
-		if rp.yes() {
-			r.yes++
-		}
-		if r.settled() {
-			select {
-			case r.wake <- struct{}{}:
-			default: // the gatherer has a token already
-			}
-		}
+		r.ch <- rp
 		r.mu.Unlock()
 		return
 	}
