@@ -83,14 +83,17 @@ type target struct {
 // box fills the target's boxed arguments.
 func (t *target) box() {
 	keys := t.scriptKeys()
-	t.skargs = make([]any, len(keys), len(keys)+1)
+	// One array for them all; kargs and skargs are capped, so that no
+	// append to them can write over the marker of plainKeys.
+	boxed := make([]any, len(keys), len(keys)+1)
 	for i, k := range keys {
-		t.skargs[i] = k
+		boxed[i] = k
 	}
-	t.kargs = t.skargs[:len(t.rkeys)]
+	t.skargs = boxed[:len(keys):len(keys)]
+	t.kargs = boxed[:len(t.rkeys):len(t.rkeys)]
 	t.ownerArg = t.owner
 	if t.plainSingle() {
-		t.plainKeys = append(t.skargs, waitingKey(t.rkeys[0]))
+		t.plainKeys = append(boxed, waitingKey(t.rkeys[0]))
 	}
 }
 

@@ -56,9 +56,9 @@ func releaseScriptsAgree(t *testing.T, rc *redis.Client) {
 		{"another type", func(ctx context.Context) { rc.HSet(ctx, key, "owner", "o") }, prefix, -1},
 	}
 	type result struct {
-		reply         int64
-		key, markerOK string
-		announced     []string
+		reply          int64
+		key, markerVal string
+		announced      []string
 	}
 	run := func(t *testing.T, setup func(context.Context), eval func(ctx context.Context) (int64, error)) result {
 		ctx := t.Context()
@@ -72,7 +72,7 @@ func releaseScriptsAgree(t *testing.T, rc *redis.Client) {
 		r.reply, err = eval(ctx)
 		require.NoError(t, err)
 		r.key = rc.Type(ctx, key).Val() + ":" + rc.Get(ctx, key).Val()
-		r.markerOK = rc.Get(ctx, marker).Val()
+		r.markerVal = rc.Get(ctx, marker).Val()
 		// The test's own message ends the ones the script sent.
 		require.NoError(t, rc.Publish(ctx, prefix+key, "end").Err())
 		for {
