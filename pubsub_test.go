@@ -121,7 +121,7 @@ func TestSemaphoreWaiterWakesAtItsQuorum(t *testing.T) {
 	hcs[3].AddHook(holdRequests{match: isRelease, delay: 300 * time.Millisecond})
 	hcs[4].AddHook(holdRequests{match: isRelease, delay: 600 * time.Millisecond})
 	c := newClient(t, hcs)
-	a, b := takeBothPermits(t, c, "sem-quorum-wake")
+	a, b := takeBothPermits(t, c, cs, "sem-quorum-wake")
 
 	other := newClient(t, cs, WithRetryDelay(10*time.Second, 10*time.Second))
 	so, err := other.Semaphore("sem-quorum-wake", 2)

@@ -236,9 +236,12 @@ func TestSemaphorePermitAutoExtends(t *testing.T) {
 	require.NoError(t, l.Unlock(t.Context()))
 }
 
-// takeBothPermits takes the two permits of the semaphore key, for a
-// waiter to wait on.
-func takeBothPermits(t *testing.T, c *Client, key string) (a, b *Lock) {
+// takeBothPermits takes both permits of a 2-permit semaphore on key, and
+// waits until both are on every node: TryAcquire returns at its quorum (4
+// of 5), and a waiter that starts before the last node's acquire lands may
+// take that node's permit first; b then does not hold it there, and its
+// release rightly says so.
+func takeBothPermits(t *testing.T, c *Client, cs []redis.UniversalClient, key string) (a, b *Lock) {
 	t.Helper()
 	s, err := c.Semaphore(key, 2)
 	require.NoError(t, err)
@@ -246,6 +249,16 @@ func takeBothPermits(t *testing.T, c *Client, key string) (a, b *Lock) {
 	require.NoError(t, err)
 	b, err = s.TryAcquire(t.Context())
 	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		for _, rc := range cs {
+			for _, l := range []*Lock{a, b} {
+				if rc.ZScore(t.Context(), key, l.Token()).Err() != nil {
+					return false
+				}
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "both permits on every node")
 	return a, b
 }
 
@@ -270,7 +283,7 @@ func TestSemaphoreAcquireWakesOnRelease(t *testing.T) {
 	// A long retry delay: only the release's announcement can wake the
 	// waiter in time.
 	c := newClient(t, cs, WithRetryDelay(10*time.Second, 10*time.Second))
-	a, b := takeBothPermits(t, c, "sem-wake")
+	a, b := takeBothPermits(t, c, cs, "sem-wake")
 
 	// A second Client, as another process: no local wake-up.
 	other := newClient(t, cs, WithRetryDelay(10*time.Second, 10*time.Second))
