@@ -20,6 +20,9 @@ const (
 	// namePipeFloor is the floor on go-redis's AutoPipeline: the reference
 	// for a pipelined transport.
 	namePipeFloor = "pipelined floor"
+	// nameOrderedFloor is the plain floor that never sends a release to a
+	// node ahead of its SET's reply; only (a) runs it.
+	nameOrderedFloor = "ordered floor"
 	// nameRedsyncCtx is redsync on go-redis clients built with
 	// ContextTimeoutEnabled, so that its 400 ms attempt deadline reaches
 	// the socket reads; only the degraded measure runs it.
@@ -86,14 +89,15 @@ func newContender(name string, addrs []string, opts ...redlock.Option) (*contend
 		// redsync does not track its requests; closing the clients makes
 		// any still in flight fail at once.
 		c.close = cs.close
-	case nameFloor, namePipeFloor:
+	case nameFloor, namePipeFloor, nameOrderedFloor:
 		var f *floor
-		if name == nameFloor {
+		if name != namePipeFloor {
 			nodes := make([]redis.Cmdable, len(cs.clients))
 			for i, rc := range cs.clients {
 				nodes[i] = rc
 			}
 			f = newFloor(nodes)
+			f.ordered = name == nameOrderedFloor
 		} else {
 			var err error
 			if f, err = newPipelinedFloor(cs.clients); err != nil {

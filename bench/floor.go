@@ -25,12 +25,21 @@ import (
 // on a pooled connection of its own (*redis.Client), the pipelined floor
 // sends it through go-redis's AutoPipeline, which batches the commands that
 // concurrent callers send to one node into one pipeline.
+//
+// The ordered floor is the plain floor with the one rule of issue 12 that
+// changes when a request may go out: a release is never sent to a node
+// ahead of that node's reply to the lock's SET. The plain floor's Unlock
+// sends to every node at once, so a release may overtake a SET still in
+// flight on another connection, and leave the key behind for its TTL; the
+// ordered floor sends it to a node still in flight once its SET replied.
+// It shows what the rule itself costs a sequential caller.
 type floor struct {
-	nodes  []redis.Cmdable
-	quorum int
-	ttl    time.Duration
-	drift  time.Duration
-	wg     sync.WaitGroup // the requests in flight
+	nodes   []redis.Cmdable
+	quorum  int
+	ttl     time.Duration
+	drift   time.Duration
+	ordered bool
+	wg      sync.WaitGroup // the requests in flight
 }
 
 var errFloorNotAcquired = errors.New("floor: not acquired")
@@ -64,26 +73,48 @@ type floorLock struct {
 	f     *floor
 	key   string
 	token string
+	// order is the ordered floor's: which nodes' SETs replied.
+	order *floorOrder
+}
+
+// floorOrder tracks an ordered floor's lock: a node whose SET has not
+// replied when Unlock starts gets its release from the SET's goroutine.
+type floorOrder struct {
+	mu       sync.Mutex
+	answered []bool
+	released chan bool // set by Unlock: where the releases' replies go
 }
 
 func (f *floor) Lock(ctx context.Context, key string) (*floorLock, error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	token := hex.EncodeToString(b[:])
+	l := &floorLock{f: f, key: key, token: hex.EncodeToString(b[:])}
+	if f.ordered {
+		l.order = &floorOrder{answered: make([]bool, len(f.nodes))}
+	}
 	start := time.Now()
 	ch := make(chan bool, len(f.nodes))
 	f.wg.Add(len(f.nodes))
-	for _, n := range f.nodes {
+	for i, n := range f.nodes {
 		go func() {
 			defer f.wg.Done()
-			ok, err := n.SetNX(ctx, key, token, f.ttl).Result()
+			ok, err := n.SetNX(ctx, key, l.token, f.ttl).Result()
+			if o := l.order; o != nil {
+				o.mu.Lock()
+				o.answered[i] = true
+				released := o.released
+				o.mu.Unlock()
+				if released != nil {
+					released <- l.release(ctx, n)
+					return
+				}
+			}
 			ch <- ok && err == nil
 		}()
 	}
 	if f.gather(ch) && time.Since(start) < f.ttl-f.drift {
-		return &floorLock{f: f, key: key, token: token}, nil
+		return l, nil
 	}
-	l := floorLock{f: f, key: key, token: token}
 	_ = l.Unlock(context.WithoutCancel(ctx))
 	return nil, errFloorNotAcquired
 }
@@ -104,16 +135,32 @@ func (f *floor) gather(ch <-chan bool) bool {
 func (l *floorLock) Unlock(ctx context.Context) error {
 	f := l.f
 	ch := make(chan bool, len(f.nodes))
-	f.wg.Add(len(f.nodes))
-	for _, n := range f.nodes {
+	var now []bool // the ordered floor's nodes to release from here
+	if o := l.order; o != nil {
+		now = make([]bool, len(f.nodes))
+		o.mu.Lock()
+		o.released = ch
+		copy(now, o.answered)
+		o.mu.Unlock()
+	}
+	for i, n := range f.nodes {
+		if now != nil && !now[i] {
+			continue // the SET's goroutine releases it once it replied
+		}
+		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
-			v, err := floorRelease.Run(ctx, n, []string{l.key}, l.token).Int64()
-			ch <- v == 1 && err == nil
+			ch <- l.release(ctx, n)
 		}()
 	}
 	if !f.gather(ch) {
 		return errFloorNotAcquired
 	}
 	return nil
+}
+
+// release deletes the lock's key on one node if it still holds the token.
+func (l *floorLock) release(ctx context.Context, n redis.Cmdable) bool {
+	v, err := floorRelease.Run(ctx, n, []string{l.key}, l.token).Int64()
+	return v == 1 && err == nil
 }

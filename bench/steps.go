@@ -20,7 +20,10 @@ import (
 // no retries by definition), so they sit out the contended measure; our
 // polling mode joins it instead.
 var (
-	mainNames      = []string{nameOurs, nameRedsync, nameFloor, namePipeFloor}
+	mainNames = []string{nameOurs, nameRedsync, nameFloor, namePipeFloor}
+	// seqNames adds, for (a) only, the floor that orders each release
+	// after its node's SET reply.
+	seqNames       = append(mainNames[:len(mainNames):len(mainNames)], nameOrderedFloor)
 	contendedNames = []string{nameOurs, nameOursPolling, nameRedsync}
 	degradedNames  = []string{nameOurs, nameRedsync, nameRedsyncCtx, nameFloor, namePipeFloor}
 	parallelLevels = []int{1, 8, 32, 128, 512}
@@ -40,7 +43,7 @@ const (
 // (a) Sequential lock+unlock, and the PINGs that turn it into round trips.
 func measureSequential(ctx context.Context, cl *cluster, res *results) error {
 	s := res.settings
-	cs, err := contenders(cl.addrs(mainNodes), mainNames...)
+	cs, err := contenders(cl.addrs(mainNodes), seqNames...)
 	if err != nil {
 		return err
 	}
