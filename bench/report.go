@@ -120,8 +120,9 @@ func (res *results) targets() []target {
 	}
 	if res.seq != nil {
 		add("(a)", "redlock p50 / plain floor p50", "≤ 1.00×", ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[nameFloor])), 1.0, true)
+		reported("(a)", "redlock p50 / ordered floor p50 (no release ahead of its SET's reply)", ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[nameOrderedFloor])).String())
 		var per, sent []string
-		for _, name := range mainNames {
+		for _, name := range seqNames {
 			per = append(per, name+" "+fmtNum(median(res.seqCmds[name])))
 			sent = append(sent, name+" "+fmtNum(median(res.seqSent[name])))
 		}
@@ -241,7 +242,11 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	p("  timeouts of its own. Each command takes a pooled connection of its own.\n")
 	p("- **pipelined floor**: the same code, sending its commands through go-redis's `AutoPipeline()` (blocking face,\n")
 	p("  default options; EXPERIMENTAL in go-redis v9.23), one per node: the commands that concurrent callers send to a\n")
-	p("  node while a batch is in flight go out together as the next pipeline.\n\n")
+	p("  node while a batch is in flight go out together as the next pipeline.\n")
+	p("- **ordered floor**, in (a) only: the plain floor, except that `Unlock` sends no release to a node whose `SET`\n")
+	p("  has not answered yet; that node's release goes out once it has. It keeps the one rule of issue 12 that\n")
+	p("  decides when a request may be sent (a release never goes ahead of its own acquire), which the plain floor\n")
+	p("  breaks: its release can overtake a `SET` still in flight on another connection and leave the key behind.\n\n")
 
 	p("## Targets\n\n")
 	p("The targets of issue 12 (pipelined transport), and the ones kept from issue 6.\n\n")
