@@ -293,7 +293,9 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 
 	if res.seq != nil {
 		p("## (a) Sequential lock+unlock\n\n")
-		p("One goroutine, a new key each time, %d cycles per contender per round. Latency is Lock plus Unlock.\n", s.seqOps)
+		p("One goroutine, a new key each time, %d cycles per contender per round, which the contenders run in turns of %d\n", s.seqOps, seqBlock)
+		p("(A, B, C, …, A, B, C, …), so that a change of the machine's speed within a round falls on all of them alike.\n")
+		p("Latency is Lock plus Unlock.\n")
 		p("\"Round trips\" divide the p50 by the p50 of a single PING to one node, and by the p50 of a PING sent to\n")
 		p("all %d nodes at once, counted at the quorum-th reply (what the floor pays twice per cycle), both measured in\n", mainNodes)
 		p("the same rounds. *Commands* and *batches* per cycle are what all %d servers processed during the contender's\n", mainNodes)

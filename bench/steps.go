@@ -33,6 +33,8 @@ var (
 )
 
 const (
+	// seqBlock is how many cycles of (a) a contender runs in one turn.
+	seqBlock    = 100
 	mainNodes   = 5
 	contendG    = 16
 	contendHold = time.Millisecond
@@ -59,24 +61,39 @@ func measureSequential(ctx context.Context, cl *cluster, res *results) error {
 	res.seqSent = map[string][]float64{}
 	for r := range s.rounds {
 		logf("(a) %s", roundName("sequential", r, s.rounds))
-		for _, c := range cs {
-			keys := keysFor(fmt.Sprintf("a:%s:%d", c.name, r), s.seqOps)
-			lat := make([]time.Duration, len(keys))
-			before := cl.counts(ctx, mainNodes)
-			c.clients.countSent(true)
-			sent := c.clients.sentSoFar()
+		// The contenders take turns in blocks of seqBlock cycles, so that
+		// a drift of the machine's speed within the round (another VM, a
+		// frequency step) falls on all of them alike.
+		lats := make([][]time.Duration, len(cs))
+		keys := make([][]string, len(cs))
+		cmds, reads, sent := make([]int64, len(cs)), make([]int64, len(cs)), make([]int64, len(cs))
+		for i, c := range cs {
+			keys[i] = keysFor(fmt.Sprintf("a:%s:%d", c.name, r), s.seqOps)
+			lats[i] = make([]time.Duration, s.seqOps)
 			if res.seqErrs[c.name] == nil {
 				res.seqErrs[c.name] = &errCount{}
 			}
-			seqOps(ctx, c, keys, lat, nil, 0, res.seqErrs[c.name])
-			time.Sleep(5 * time.Millisecond) // the last cycle's stragglers
-			sent = c.clients.sentSoFar() - sent
-			c.clients.countSent(false)
-			d := total(countsSince(cl.counts(ctx, mainNodes), before))
-			res.seq[c.name] = append(res.seq[c.name], summarise(lat))
-			res.seqCmds[c.name] = append(res.seqCmds[c.name], float64(d.cmds)/float64(len(keys)))
-			res.seqReads[c.name] = append(res.seqReads[c.name], float64(d.reads)/float64(len(keys)))
-			res.seqSent[c.name] = append(res.seqSent[c.name], float64(sent)/float64(len(keys)))
+		}
+		for from := 0; from < s.seqOps; from += seqBlock {
+			to := min(from+seqBlock, s.seqOps)
+			for i, c := range cs {
+				before := cl.counts(ctx, mainNodes)
+				c.clients.countSent(true)
+				n := c.clients.sentSoFar()
+				seqOps(ctx, c, keys[i][from:to], lats[i][from:to], nil, 0, res.seqErrs[c.name])
+				time.Sleep(5 * time.Millisecond) // the last cycle's stragglers
+				sent[i] += c.clients.sentSoFar() - n
+				c.clients.countSent(false)
+				d := total(countsSince(cl.counts(ctx, mainNodes), before))
+				cmds[i] += d.cmds
+				reads[i] += d.reads
+			}
+		}
+		for i, c := range cs {
+			res.seq[c.name] = append(res.seq[c.name], summarise(lats[i]))
+			res.seqCmds[c.name] = append(res.seqCmds[c.name], float64(cmds[i])/float64(s.seqOps))
+			res.seqReads[c.name] = append(res.seqReads[c.name], float64(reads[i])/float64(s.seqOps))
+			res.seqSent[c.name] = append(res.seqSent[c.name], float64(sent[i])/float64(s.seqOps))
 		}
 		res.ping1 = append(res.ping1, summarise(pingOne(ctx, pings.clients[0], s.seqOps)))
 		res.pingQ = append(res.pingQ, summarise(pingQuorum(ctx, pings.clients, s.seqOps)))
