@@ -160,15 +160,18 @@ func ExampleNodeHolding() {
 			log.Fatal(err)
 		}
 		defer l.Unlock(ctx)
-		for _, rc := range clients {
-			for rc.Exists(ctx, "ledger").Val() == 0 {
-				time.Sleep(time.Millisecond)
-			}
-		}
 	}
-	h, err := c.Inspect(ctx, "ledger")
-	if err != nil {
-		log.Fatal(err)
+	// TryLock returns at its quorum; wait until the slowest node has
+	// counted both holds too, so that node 0's line is the same every run.
+	var h *redlock.Holding
+	for settled := false; !settled; time.Sleep(time.Millisecond) {
+		if h, err = c.Inspect(ctx, "ledger"); err != nil {
+			log.Fatal(err)
+		}
+		settled = true
+		for _, n := range h.Nodes {
+			settled = settled && n.Count == 2
+		}
 	}
 	n := h.Nodes[0]
 	fmt.Printf("node 0: layout %q owner %q count %d\n", n.Layout, n.Owner, n.Count)
