@@ -164,14 +164,18 @@ func ExampleNodeHolding() {
 	// TryLock returns at its quorum; wait until the slowest node has
 	// counted both holds too, so that node 0's line is the same every run.
 	var h *redlock.Holding
-	for settled := false; !settled; time.Sleep(time.Millisecond) {
+	for {
 		if h, err = c.Inspect(ctx, "ledger"); err != nil {
 			log.Fatal(err)
 		}
-		settled = true
+		settled := true
 		for _, n := range h.Nodes {
 			settled = settled && n.Count == 2
 		}
+		if settled {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 	n := h.Nodes[0]
 	fmt.Printf("node 0: layout %q owner %q count %d\n", n.Layout, n.Owner, n.Count)
