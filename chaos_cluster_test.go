@@ -361,9 +361,10 @@ func holderValues(typ string, names []string) []string {
 // chaosClient is one library Client with go-redis clients of its own, as a
 // separate process would have.
 type chaosClient struct {
-	index   int
-	c       *Client
-	proxies []*faultproxy.Proxy // one per node; nil when not proxied
+	index     int
+	c         *Client
+	proxies   []*faultproxy.Proxy // one per node; nil when not proxied
+	resenders []*resender         // one per node: its go-redis client's hook
 }
 
 // chaosCluster is the nodes and Clients of one scenario.
@@ -427,6 +428,9 @@ func newChaosCluster(t *testing.T, opts chaosClusterOpts, rng *rand.Rand, lockOp
 			}
 			rc := redis.NewClient(ro)
 			t.Cleanup(func() { _ = rc.Close() })
+			rs := &resender{rng: rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))}
+			rc.AddHook(rs)
+			cc.resenders = append(cc.resenders, rs)
 			rcs[i] = rc
 		}
 		c, err := New(rcs, lockOpts...)
@@ -459,19 +463,23 @@ func (cl *chaosCluster) closeProxies() {
 	}
 }
 
-// proxyStats sums what the proxies injected, for the detail line.
+// proxyStats sums what the proxies and the resenders injected, for the
+// detail line.
 func (cl *chaosCluster) proxyStats() string {
-	var late, after, lost int64
+	var late, after, lost, resent int64
 	for _, cc := range cl.clients {
 		for _, p := range cc.proxies {
 			st := p.Stats()
 			late, after, lost = late+st.Late, after+st.AfterClose, lost+st.LostReplies
 		}
+		for _, rs := range cc.resenders {
+			resent += rs.resent.Load()
+		}
 	}
-	if late+after+lost == 0 {
+	if late+after+lost+resent == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" late-chunks=%d delivered-after-close=%d lost-replies=%d", late, after, lost)
+	return fmt.Sprintf(" late-chunks=%d delivered-after-close=%d lost-replies=%d resent=%d", late, after, lost, resent)
 }
 
 // liveNodes returns the nodes that are not down.

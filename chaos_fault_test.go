@@ -3,8 +3,13 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlockgo/redlock/internal/faultproxy"
 )
@@ -269,8 +274,10 @@ func (f *lateFault) heal(r *chaosRun) {
 }
 
 // lostRepliesFault loses replies: the node runs the request, the reply is
-// dropped and the connection reset, so go-redis (MaxRetries 3 by default)
-// sends a write that already ran again, on a new connection.
+// dropped and the connection reset. go-redis (MaxRetries 3 by default)
+// sends a command of its pool that already ran again, on a new connection;
+// a command of a Conn, which the library's senders hold (see link), fails
+// instead. resendFault does the first for those.
 type lostRepliesFault struct {
 	nodes []int
 	prob  float64
@@ -284,4 +291,87 @@ func (f *lostRepliesFault) inject(r *chaosRun) {
 }
 func (f *lostRepliesFault) heal(r *chaosRun) {
 	r.eachProxy(nil, f.nodes, func(p *faultproxy.Proxy) { p.SetLoseReplies(0) })
+}
+
+// resendFault sends commands twice at random, on the nodes' go-redis
+// clients of every Client (see resender).
+type resendFault struct {
+	nodes []int
+	prob  float64
+}
+
+func (f *resendFault) String() string {
+	return fmt.Sprintf("commands sent twice p=%.2f on nodes %v", f.prob, f.nodes)
+}
+func (f *resendFault) inject(r *chaosRun) { f.set(r, f.prob) }
+func (f *resendFault) heal(r *chaosRun)   { f.set(r, 0) }
+func (f *resendFault) set(r *chaosRun, p float64) {
+	for _, cc := range r.cl.clients {
+		for _, i := range f.nodes {
+			cc.resenders[i].prob.Store(math.Float64bits(p))
+		}
+	}
+}
+
+// resender is a go-redis hook that sends a command, or a pipeline, twice
+// at random: the node runs both, the first reply is dropped, and the
+// caller gets the second. That is what go-redis does itself when a reply is
+// lost on a connection of its pool: it sends the command again on another.
+// A command of a Conn is not sent again (go-redis retries it on the broken
+// Conn, where it fails unsent), so without this hook the library's handling
+// of writes that ran twice would go untested wherever the library's
+// senders hold a connection. Every chaos client has one, at probability 0
+// until a resendFault sets it.
+type resender struct {
+	prob   atomic.Uint64 // math.Float64bits of the probability
+	mu     sync.Mutex    // guards rng
+	rng    *rand.Rand
+	resent atomic.Int64 // commands and pipelines sent twice
+}
+
+func (h *resender) draw() bool {
+	p := math.Float64frombits(h.prob.Load())
+	if p == 0 {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rng.Float64() < p
+}
+
+func (h *resender) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *resender) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.draw() {
+			h.resent.Add(1)
+			_ = next(ctx, cmd) // its reply is lost
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *resender) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.draw() {
+			h.resent.Add(1)
+			_ = next(ctx, cmds) // its replies are lost
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// loseRepliesAndResend is the lost-reply scenarios' fault: from 5% of the run to
+// 95%, replies are lost at random (lostRepliesFault) and commands are sent
+// twice (resendFault), on every node.
+func loseRepliesAndResend(r *chaosRun) {
+	all := []int{0, 1, 2, 3, 4}
+	r.at(0.05)
+	lost := &lostRepliesFault{nodes: all, prob: 0.05}
+	twice := &resendFault{nodes: all, prob: 0.05}
+	r.inject(lost)
+	r.inject(twice)
+	r.sleep(r.load.duration * 9 / 10)
+	r.heal(twice)
+	r.heal(lost)
 }

@@ -93,10 +93,7 @@ func chaosSharedScenarios() []chaosScenario {
 		{name: "semaphore-lost-replies", minSuccess: 10, verdicts: true, orphans: true,
 			cluster: chaosClusterOpts{backend: realBackend, clients: 3, proxied: true, defaultClients: true},
 			load:    semLoad(2),
-			faults: func(r *chaosRun) {
-				r.at(0.05)
-				r.during(&lostRepliesFault{nodes: []int{0, 1, 2, 3, 4}, prob: 0.05}, r.load.duration*9/10)
-			}},
+			faults:  loseRepliesAndResend},
 
 		// The controls. Each Client reaches only some nodes, cut off from
 		// the others by resets, so that the nodes it can win are fixed:

@@ -1002,10 +1002,7 @@ func lostRepliesScenario(name string, control bool) chaosScenario {
 	sc := chaosScenario{
 		name: name, minSuccess: 20, verdicts: true, orphans: true, control: control,
 		cluster: chaosClusterOpts{backend: realBackend, clients: 3, proxied: true, defaultClients: true},
-		faults: func(r *chaosRun) {
-			r.at(0.05)
-			r.during(&lostRepliesFault{nodes: []int{0, 1, 2, 3, 4}, prob: 0.05}, r.load.duration*9/10)
-		},
+		faults:  loseRepliesAndResend,
 	}
 	if control {
 		sc.opts = []Option{withUnsafeRetries()}

@@ -140,6 +140,15 @@ type node struct {
 	// logged once.
 	readOnly atomic.Bool
 
+	// pooled is set once the node's client answered a batch through its
+	// own pool, so that the client has set up a connection: a sender's
+	// link waits for it (see link.open).
+	pooled atomic.Bool
+	// resends is whether the node's client sends a command again after a
+	// connection failure (MaxRetries): a sender's link does it then
+	// through the pool (see link.check).
+	resends bool
+
 	guard nodeGuard // used WithNodeGuard
 	pipe  pipe      // batches the requests to the node
 
@@ -156,6 +165,9 @@ func newNode(c *Client, index int, rc redis.UniversalClient) *node {
 	n := &node{index: index, addr: clientAddr(rc), client: rc, shardArg: "0"}
 	if cc, ok := rc.(*redis.ClusterClient); ok {
 		n.cluster, n.shardArg = cc, "1"
+	}
+	if c, ok := rc.(*redis.Client); ok {
+		n.resends = c.Options().MaxRetries > 0 // -1 reads 0 once set up
 	}
 	n.pipe = pipe{c: c, n: n, deadlines: readsDeadlines(rc), kick: make(chan struct{}, 1)}
 	return n

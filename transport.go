@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -18,11 +19,13 @@ import (
 // batches grow with the load and shrink back to one request when it falls.
 //
 // It uses go-redis's stable Pipeline API on the user's own client, so that
-// the client's options (TLS, ACL, pool, timeouts, hooks) still apply. A pipe
-// has one batch out at a time while replies come back promptly: Redis runs
-// one command at a time anyway, and one batch in flight is what makes the
-// next one fill up. When a batch stays out longer than stallAfter, the next
-// request starts another sender on another connection. A pipe runs
+// the client's options (TLS, ACL, pool, timeouts, hooks) still apply; a
+// sender keeps one connection of the client's pool while it runs (see
+// link). A pipe has one batch out at a time while replies come back
+// promptly: Redis runs one command at a time anyway, and one batch in
+// flight is what makes the next one fill up. When a batch stays out longer
+// than stallAfter, the next request starts another sender on another
+// connection. A pipe runs
 // goroutines only while it has work. A node that hangs holds up its own
 // pipe and nothing else: rounds decide at their node timeout, the node's
 // replies go to the late handlers when they come, and a request that
@@ -140,6 +143,8 @@ func (p *pipe) send() {
 	if pl == nil {
 		pl = p.n.client.Pipeline()
 	}
+	var ln link
+	defer ln.close()
 	var linger *time.Timer // this sender's, made when it first lingers
 	for len(p.queue) > 0 {
 		p.last = time.Now()
@@ -152,7 +157,7 @@ func (p *pipe) send() {
 			p.queue = p.queue[:rest]
 		}
 		p.mu.Unlock()
-		cmds = p.run(batch, cmds, pl)
+		cmds = p.run(batch, cmds, pl, &ln)
 		clear(batch)
 		p.mu.Lock()
 		if len(p.queue) == 0 && !p.idle && p.lingered(&linger) {
@@ -196,10 +201,12 @@ func (p *pipe) lingered(timer **time.Timer) bool {
 	return len(p.queue) > 0
 }
 
-// run sends one batch and hands each job its replies. A batch of one
+// run sends one batch and hands each job its replies. It goes out on the
+// sender's own connection (ln) when the node's client can give one, and
+// through the client's pool (pl, or Process) otherwise. A batch of one
 // command goes out on go-redis's single-command path, which costs less;
-// a larger one through pl. It returns the command buffer for reuse.
-func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner) []redis.Cmder {
+// a larger one as a pipeline. It returns the command buffer for reuse.
+func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link) []redis.Cmder {
 	now := time.Now()
 	var last time.Time
 	live := batch[:0]
@@ -241,11 +248,11 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner) []redis.
 	if timed {
 		sent = p.c.now()
 	}
-	if len(cmds) == 1 && !nilReply(cmds[0]) {
-		_ = p.n.client.Process(ctx, cmds[0]) // the command carries its error
-	} else {
-		_ = pl.BatchProcess(ctx, cmds...)
-		_, _ = pl.Exec(ctx) // each command carries its own error
+	// Each command carries its own error.
+	if !ln.open(p.n) {
+		p.pooled(ctx, cmds, pl)
+	} else if ln.send(ctx, cmds) && p.n.resends {
+		p.pooled(ctx, cmds, pl)
 	}
 	if timed {
 		recv = p.c.now()
@@ -264,6 +271,155 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner) []redis.
 		}
 	}
 	return cmds
+}
+
+// pooled sends a batch through the node's client and its pool: one
+// command on go-redis's single-command path, which costs less, more as a
+// pipeline.
+func (p *pipe) pooled(ctx context.Context, cmds []redis.Cmder, pl redis.Pipeliner) {
+	unanswered(cmds)
+	if len(cmds) == 1 && !nilReply(cmds[0]) {
+		_ = p.n.client.Process(ctx, cmds[0])
+	} else {
+		_ = pl.BatchProcess(ctx, cmds...)
+		_, _ = pl.Exec(ctx)
+	}
+	if !p.n.pooled.Load() && answered(cmds) {
+		p.n.pooled.Store(true)
+	}
+}
+
+// link is a sender's own connection to a node: a go-redis Conn, which
+// holds one connection of the client's pool from the sender's first batch
+// until the sender ends (after lingerFor without work) or a batch fails on
+// it. A batch sent through the pool takes a connection and gives it back
+// each time, and the pool checks every connection it hands out with a
+// syscall (go-redis's health check, a non-blocking read): some 10 µs of the
+// client's CPU per lock+unlock on 5 nodes, on a machine whose CPU the
+// client shares with the servers. A connection that the sender holds needs
+// no check between its own batches; one that goes back to the pool gets it
+// when it is next taken.
+type link struct {
+	conn *redis.Conn
+	pl   redis.Pipeliner // conn's
+}
+
+// open makes sure the link has a connection, and reports whether it can
+// have one. Only a *redis.Client (a Sentinel failover client too) makes a
+// Conn; a Redis Cluster node's batches go through its pool.
+//
+// The first Conn waits until the node's client has answered through its
+// own pool (node.pooled). go-redis (v9.22) lets a Conn share its client's
+// Options without sharing the mutex that guards them, and the setup of a
+// client's first connection may write Options.MaintNotificationsConfig.Mode
+// (to disabled, when Redis refuses CLIENT MAINT_NOTIFICATIONS) while the
+// client reads it elsewhere (Subscribe clones the Options). Once the
+// client set up a connection itself, the mode is settled, and a Conn's
+// setup only reads it.
+func (l *link) open(n *node) bool {
+	if l.conn != nil {
+		return true
+	}
+	c, ok := n.client.(*redis.Client)
+	if !ok || !n.pooled.Load() {
+		return false
+	}
+	l.conn = c.Conn()
+	l.pl = l.conn.Pipeline()
+	return true
+}
+
+// send sends a batch on the link's connection, and ends the link when a
+// command failed on it with anything but a nil reply: a network error, a
+// timeout, a reply that go-redis takes for a sign of a bad connection
+// (READONLY), a closed client. go-redis marks such a Conn bad and fails
+// every later command on it unsent, and a pipeline on it (v9.22) may even
+// leave its commands without an error, which errNoReply guards against.
+// Other error replies (NOSCRIPT, WRONGTYPE) leave the connection good, but
+// they are rare, and a fresh link costs one checked connection of the
+// pool.
+//
+// send reports whether go-redis, had the batch gone through its pool,
+// would have sent it again on a new connection (see resendable): it does
+// not for a Conn, whose retries go to the Conn it marked bad and fail
+// there unsent, after their backoff. The caller then sends the batch again
+// through the pool, when the client makes retries. The commands count that
+// write (sendCounter), as they count go-redis's own retries, so a write
+// that runs twice is recognised as it is on the pool's path.
+func (l *link) send(ctx context.Context, cmds []redis.Cmder) (resend bool) {
+	unanswered(cmds)
+	if len(cmds) == 1 && !nilReply(cmds[0]) {
+		_ = l.conn.Process(ctx, cmds[0])
+	} else {
+		_ = l.pl.BatchProcess(ctx, cmds...)
+		_, _ = l.pl.Exec(ctx)
+	}
+	failed := false
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			failed = true
+			resend = resend || resendable(err)
+		}
+	}
+	if failed {
+		l.close()
+	}
+	return resend
+}
+
+// resendable reports whether go-redis sends a command of its pool again
+// after err: a failure of the connection (EOF, a reset), READONLY (which
+// may come from a server that a failover demoted: the next connection may
+// reach the new master), or errNoReply (go-redis did not send it). Not
+// after a timeout or the end of the command's context, and not after
+// another reply of Redis.
+func resendable(err error) bool {
+	var ne net.Error
+	var re redis.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return false
+	case errors.As(err, &ne) && ne.Timeout():
+		return false
+	case redis.HasErrorPrefix(err, "READONLY"):
+		return true
+	}
+	return !errors.As(err, &re)
+}
+
+// close gives the connection back to the client's pool, or drops it when
+// go-redis found it broken.
+func (l *link) close() {
+	if l.conn != nil {
+		_ = l.conn.Close()
+		l.conn, l.pl = nil, nil
+	}
+}
+
+// errNoReply is a command's error until go-redis reads its reply. go-redis
+// (v9.22) may give a pipeline up without setting its commands' errors (on
+// a Conn it marked bad, when the error that marked it was a Redis reply):
+// such a command would otherwise look answered, with a zero value, and a
+// SET that never ran would count as a yes.
+var errNoReply = errors.New("redlock: go-redis returned no reply for the command")
+
+// unanswered sets errNoReply on the commands of a batch about to be sent.
+func unanswered(cmds []redis.Cmder) {
+	for _, c := range cmds {
+		c.SetErr(errNoReply)
+	}
+}
+
+// answered reports whether a batch reached Redis: a command got a reply,
+// even an error reply.
+func answered(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		var re redis.Error
+		if err := c.Err(); err == nil || errors.As(err, &re) {
+			return true
+		}
+	}
+	return false
 }
 
 // replicaWait is what a job needs for WithReplicaAck: how many replicas

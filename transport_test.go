@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -218,4 +219,126 @@ func TestParkedReleaseOutlivesItsRound(t *testing.T) {
 	require.Eventually(t, func() bool { return !ms[4].Exists("parked") }, time.Second, time.Millisecond,
 		"node 4 kept the key: the parked release was dropped")
 	eventually(t, ms, "parked", "")
+}
+
+// connErrors counts the requests (a command, or a pipeline) that a client's
+// connection failed, rather than Redis refused. A hook sees the error that
+// go-redis returns; the command gets it only after the hooks.
+type connErrors struct{ n atomic.Int32 }
+
+func connFailed(err error) bool {
+	var re redis.Error
+	return err != nil && !errors.As(err, &re)
+}
+
+func (h *connErrors) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *connErrors) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if connFailed(err) {
+			h.n.Add(1)
+		}
+		return err
+	}
+}
+func (h *connErrors) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		failed := connFailed(err)
+		for _, cmd := range cmds {
+			failed = failed || connFailed(cmd.Err())
+		}
+		if failed {
+			h.n.Add(1)
+		}
+		return err
+	}
+}
+
+// TestBrokenConnectionIsDropped: a sender keeps its connection between
+// batches (see link). When the server drops it (CLIENT KILL on node 0,
+// right after a cycle, while the sender lingers), the next batch finds it
+// broken and fails, and the sender gives the connection up: node 0's later
+// batches go out on fresh ones, and none fails again. Node 0's client
+// makes no retries, so that the failure comes at once and the same sender
+// carries the next batches: kept, the broken connection would fail every
+// one of them. A sender that stopped lingering before the kill gave its
+// connection back to the pool, whose check finds it dead unused, so the
+// kill is tried again until a batch fails.
+func TestBrokenConnectionIsDropped(t *testing.T) {
+	srv, cs := realNodes(t, 5)
+	cs[0] = redis.NewClient(&redis.Options{Addr: srv[0].Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = cs[0].Close() })
+	errs := &connErrors{}
+	cs[0].AddHook(errs)
+	c := newClient(t, cs)
+	admin := srv[0].NewClient(t)
+	ctx := t.Context()
+	i := 0
+	cycle := func() {
+		l, err := c.Lock(ctx, fmt.Sprintf("broken:%d", i))
+		require.NoError(t, err, "cycle %d: 4 of 5 nodes are up", i)
+		require.NoError(t, l.Unlock(ctx), "cycle %d", i)
+		i++
+	}
+	for range 10 {
+		cycle()
+	}
+	require.Zero(t, errs.n.Load(), "failed commands before the kill")
+	for try := 0; errs.n.Load() == 0; try++ {
+		require.Less(t, try, 200, "no batch went out on a killed connection: the test injected nothing")
+		cycle()
+		require.NoError(t, admin.Do(ctx, "client", "kill", "type", "normal", "skipme", "yes").Err())
+		cycle()
+	}
+	failed := errs.n.Load()
+	for range 300 {
+		cycle()
+	}
+	require.Equal(t, failed, errs.n.Load(), "batches failed after the broken connection was found")
+}
+
+// TestReadOnlyNodeNeverVotesYes: a node that turns into a replica while
+// the senders hold connections to it answers every write READONLY, and
+// never counts as a yes. go-redis takes READONLY for a sign of a bad
+// connection: it marks the sender's Conn bad and fails every later command
+// on it unsent, and a pipeline on such a Conn (v9.22) returns with its
+// commands' errors unset, which would read as an OK from Redis. Eight
+// goroutines lock at once, so that node 0 gets pipelines as well as
+// single commands. Node 0's client makes no retries, so that a sender goes
+// on at once after the READONLY that marked its Conn bad (with retries it
+// sleeps through them, and its next rounds are mostly decided by the time
+// it sends).
+func TestReadOnlyNodeNeverVotesYes(t *testing.T) {
+	srv, cs := realNodes(t, 5)
+	cs[0] = redis.NewClient(&redis.Options{Addr: srv[0].Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = cs[0].Close() })
+	c := newClient(t, cs)
+	ctx := t.Context()
+	cycles := func(phase string, n int) (yes0 int) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range n {
+					l, err := c.Lock(ctx, fmt.Sprintf("ro:%s:%d:%d", phase, g, i))
+					require.NoError(t, err, "%s: 4 of 5 nodes are masters", phase)
+					if l.Stats().Nodes[0].Vote == VoteYes {
+						mu.Lock()
+						yes0++
+						mu.Unlock()
+					}
+					_ = l.Unlock(ctx)
+				}
+			})
+		}
+		wg.Wait()
+		return yes0
+	}
+	require.Positive(t, cycles("master", 20), "node 0 never voted yes while a master")
+	admin := srv[0].NewClient(t)
+	// Port 1 has no listener: the replica never syncs.
+	require.NoError(t, admin.ReplicaOf(ctx, "127.0.0.1", "1").Err())
+	t.Cleanup(func() { _ = admin.ReplicaOf(context.Background(), "NO", "ONE").Err() })
+	require.Zero(t, cycles("replica", 60), "node 0 is a replica, yet votes yes")
 }
