@@ -45,13 +45,18 @@ func isRelease(cmd redis.Cmder) bool {
 	return isScript(cmd, releaseScript, releaseSrc) || isScript(cmd, releasePlainScript, releasePlainSrc)
 }
 
-var errGaveUp = errors.New("gave up waiting (test)")
+// errGaveUp is the error of a request that its client gave up on: a
+// timeout, which neither go-redis nor the library sends again.
+var errGaveUp = fmt.Errorf("gave up waiting (test): %w", context.DeadlineExceeded)
 
 // lateRelease is a go-redis hook that, once armed, takes the next release
 // the client sends, reports an error at once, as go-redis does when it gives
 // up on a request, and delivers the request to the node only after delay:
-// a request that arrives after its sender moved on.
+// a request that arrives after its sender moved on. It delivers it through
+// a client of its own (via), as the network would, whatever became of the
+// connection the request was sent on.
 type lateRelease struct {
+	via    redis.UniversalClient
 	delay  time.Duration
 	armed  atomic.Bool
 	onHold func() // runs as the release is held; may be nil
@@ -62,7 +67,7 @@ type lateRelease struct {
 func (h *lateRelease) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *lateRelease) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if h.hold(next, cmd) {
+		if h.hold(cmd) {
 			return errGaveUp
 		}
 		return next(ctx, cmd)
@@ -75,7 +80,7 @@ func (h *lateRelease) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		rest := make([]redis.Cmder, 0, len(cmds))
 		for _, cmd := range cmds {
-			if !h.hold(func(ctx context.Context, c redis.Cmder) error { return next(ctx, []redis.Cmder{c}) }, cmd) {
+			if !h.hold(cmd) {
 				rest = append(rest, cmd)
 			}
 		}
@@ -88,7 +93,7 @@ func (h *lateRelease) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 
 // hold holds cmd when it is the armed release: it fails it at once with
 // errGaveUp, and sends a copy after the delay.
-func (h *lateRelease) hold(next redis.ProcessHook, cmd redis.Cmder) bool {
+func (h *lateRelease) hold(cmd redis.Cmder) bool {
 	if !isRelease(cmd) || !h.armed.CompareAndSwap(true, false) {
 		return false
 	}
@@ -96,7 +101,7 @@ func (h *lateRelease) hold(next redis.ProcessHook, cmd redis.Cmder) bool {
 	h.held.Add(1)
 	h.wg.Go(func() {
 		time.Sleep(h.delay)
-		_ = next(context.Background(), late)
+		_ = h.via.Process(context.Background(), late)
 	})
 	if h.onHold != nil {
 		h.onHold()
@@ -125,7 +130,7 @@ func TestLateRollbackCannotDeleteALaterAttemptsKey(t *testing.T) {
 			ms, csC := minis(t, 3)
 			// The late release is an EVALSHA: the script must be there.
 			loadScripts(t, csC)
-			late := &lateRelease{delay: 300 * time.Millisecond}
+			late := &lateRelease{via: csC[1], delay: 300 * time.Millisecond}
 			t.Cleanup(late.wg.Wait)
 			csA := make([]redis.UniversalClient, 3)
 			for i, m := range ms {
