@@ -145,8 +145,8 @@ type node struct {
 	// link waits for it (see link.open).
 	pooled atomic.Bool
 	// resends is whether the node's client sends a command again after a
-	// connection failure (MaxRetries): a sender's link does it then
-	// through the pool (see link.check).
+	// connection failure (MaxRetries): a batch that failed on a sender's
+	// link is then sent again through the pool (see link.send).
 	resends bool
 
 	guard nodeGuard // used WithNodeGuard

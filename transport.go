@@ -25,11 +25,10 @@ import (
 // promptly: Redis runs one command at a time anyway, and one batch in
 // flight is what makes the next one fill up. When a batch stays out longer
 // than stallAfter, the next request starts another sender on another
-// connection. A pipe runs
-// goroutines only while it has work. A node that hangs holds up its own
-// pipe and nothing else: rounds decide at their node timeout, the node's
-// replies go to the late handlers when they come, and a request that
-// waited in the queue past its deadline is dropped unsent.
+// connection. A pipe runs goroutines only while it has work. A node that
+// hangs holds up its own pipe and nothing else: rounds decide at their node
+// timeout, the node's replies go to the late handlers when they come, and a
+// request that waited in the queue past its deadline is dropped unsent.
 
 // maxBatch bounds how many jobs go out in one batch. A renewal job counts as
 // one, whatever its number of commands.
