@@ -274,10 +274,12 @@ func (f *lateFault) heal(r *chaosRun) {
 }
 
 // lostRepliesFault loses replies: the node runs the request, the reply is
-// dropped and the connection reset. go-redis (MaxRetries 3 by default)
-// sends a command of its pool that already ran again, on a new connection;
-// a command of a Conn, which the library's senders hold (see link), fails
-// instead. resendFault does the first for those.
+// dropped and the connection reset. A write that already ran is then sent
+// again on a new connection: by go-redis (MaxRetries 3 by default) for a
+// command of its pool, and by the library's sender for a batch that failed
+// on the connection it holds (see link.send), when the client makes
+// retries. resendFault injects such second copies whatever the transport
+// does with a failed connection.
 type lostRepliesFault struct {
 	nodes []int
 	prob  float64
