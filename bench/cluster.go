@@ -269,6 +269,15 @@ func (cl *cluster) serverCPU(ctx context.Context, n int) []time.Duration {
 	return out
 }
 
+// sumDur adds up durations.
+func sumDur(ds []time.Duration) time.Duration {
+	var t time.Duration
+	for _, d := range ds {
+		t += d
+	}
+	return t
+}
+
 func infoField(info, name string) string {
 	for line := range strings.SplitSeq(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {

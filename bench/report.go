@@ -23,6 +23,8 @@ type results struct {
 	seqCmds      map[string][]float64 // commands the servers processed per cycle
 	seqReads     map[string][]float64 // read events on the servers per cycle
 	seqSent      map[string][]float64 // commands the client sent per cycle (go-redis hooks)
+	seqClientCPU map[string][]float64 // this process's CPU per cycle, µs (getrusage)
+	seqServerCPU map[string][]float64 // the servers' CPU per cycle, µs (INFO cpu)
 	ping1, pingQ []latencies
 
 	par     map[int]map[string][]parResult // (b), by goroutines, then contender
@@ -302,14 +304,17 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		p("turn, divided by its cycles: `total_commands_processed` and `total_reads_processed` (one read event per\n")
 		p("batch a client wrote) from INFO stats. Redis counts in `total_commands_processed` every command a script\n")
 		p("runs as well (an EVALSHA of compare-and-delete that deletes counts 3: EVALSHA, GET, DEL), so *sent* gives\n")
-		p("the commands the client sent, counted by a go-redis hook on its clients.\n\n")
+		p("the commands the client sent, counted by a go-redis hook on its clients. *Client CPU* is this process's\n")
+		p("user and system time over the turn (getrusage), and *servers' CPU* the %d servers' (`used_cpu_user` and\n", mainNodes)
+		p("`used_cpu_sys` from INFO cpu), per cycle: on 2 cores that the client and the servers share, the CPU\n")
+		p("a cycle costs either side is latency.\n\n")
 		if chartDir != "" {
 			p("![Sequential lock+unlock latency by contender](perf-latency.svg)\n\n")
 		}
-		p("| Contender | p50 | p90 | p99 | p50 in one-node PINGs | p50 in quorum fan-out PINGs | commands per cycle | sent per cycle | batches per cycle | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		p("| Contender | p50 | p90 | p99 | p50 in one-node PINGs | p50 in quorum fan-out PINGs | commands per cycle | sent per cycle | batches per cycle | client CPU per cycle | servers' CPU per cycle | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, name := range seqNames {
 			ls := res.seq[name]
-			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
+			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s µs | %s µs | %s |\n", name,
 				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p50 })),
 				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p90 })),
 				fmtDur(medDur(ls, func(l latencies) time.Duration { return l.p99 })),
@@ -318,13 +323,15 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 				fmtNum(median(res.seqCmds[name])),
 				fmtNum(median(res.seqSent[name])),
 				fmtNum(median(res.seqReads[name])),
+				fmtNum(median(res.seqClientCPU[name])),
+				fmtNum(median(res.seqServerCPU[name])),
 				res.seqErrs[name])
 		}
 		for _, pg := range []struct {
 			name string
 			ls   []latencies
 		}{{"PING, one node", res.ping1}, {fmt.Sprintf("PING, %d nodes, quorum-th reply", mainNodes), res.pingQ}} {
-			p("| _%s_ | %s | %s | %s | | | | | | |\n", pg.name,
+			p("| _%s_ | %s | %s | %s | | | | | | | | |\n", pg.name,
 				fmtDur(medDur(pg.ls, func(l latencies) time.Duration { return l.p50 })),
 				fmtDur(medDur(pg.ls, func(l latencies) time.Duration { return l.p90 })),
 				fmtDur(medDur(pg.ls, func(l latencies) time.Duration { return l.p99 })))

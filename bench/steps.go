@@ -59,6 +59,8 @@ func measureSequential(ctx context.Context, cl *cluster, res *results) error {
 	res.seqCmds = map[string][]float64{}
 	res.seqReads = map[string][]float64{}
 	res.seqSent = map[string][]float64{}
+	res.seqClientCPU = map[string][]float64{}
+	res.seqServerCPU = map[string][]float64{}
 	for r := range s.rounds {
 		logf("(a) %s", roundName("sequential", r, s.rounds))
 		// The contenders take turns in blocks of seqBlock cycles, so that
@@ -67,6 +69,7 @@ func measureSequential(ctx context.Context, cl *cluster, res *results) error {
 		lats := make([][]time.Duration, len(cs))
 		keys := make([][]string, len(cs))
 		cmds, reads, sent := make([]int64, len(cs)), make([]int64, len(cs)), make([]int64, len(cs))
+		clientCPU, serverCPU := make([]time.Duration, len(cs)), make([]time.Duration, len(cs))
 		for i, c := range cs {
 			keys[i] = keysFor(fmt.Sprintf("a:%s:%d", c.name, r), s.seqOps)
 			lats[i] = make([]time.Duration, s.seqOps)
@@ -77,14 +80,21 @@ func measureSequential(ctx context.Context, cl *cluster, res *results) error {
 		for from := 0; from < s.seqOps; from += seqBlock {
 			to := min(from+seqBlock, s.seqOps)
 			for i, c := range cs {
+				// The servers' CPU is read outside the counts, whose
+				// reads it would add to; it includes their INFO, the
+				// same for every contender.
+				srv0 := sumDur(cl.serverCPU(ctx, mainNodes))
 				before := cl.counts(ctx, mainNodes)
 				c.clients.countSent(true)
 				n := c.clients.sentSoFar()
+				cpu0 := processCPU()
 				seqOps(ctx, c, keys[i][from:to], lats[i][from:to], nil, 0, res.seqErrs[c.name])
 				time.Sleep(5 * time.Millisecond) // the last cycle's stragglers
+				clientCPU[i] += processCPU() - cpu0
 				sent[i] += c.clients.sentSoFar() - n
 				c.clients.countSent(false)
 				d := total(countsSince(cl.counts(ctx, mainNodes), before))
+				serverCPU[i] += sumDur(cl.serverCPU(ctx, mainNodes)) - srv0
 				cmds[i] += d.cmds
 				reads[i] += d.reads
 			}
@@ -94,6 +104,8 @@ func measureSequential(ctx context.Context, cl *cluster, res *results) error {
 			res.seqCmds[c.name] = append(res.seqCmds[c.name], float64(cmds[i])/float64(s.seqOps))
 			res.seqReads[c.name] = append(res.seqReads[c.name], float64(reads[i])/float64(s.seqOps))
 			res.seqSent[c.name] = append(res.seqSent[c.name], float64(sent[i])/float64(s.seqOps))
+			res.seqClientCPU[c.name] = append(res.seqClientCPU[c.name], us(clientCPU[i])/float64(s.seqOps))
+			res.seqServerCPU[c.name] = append(res.seqServerCPU[c.name], us(serverCPU[i])/float64(s.seqOps))
 		}
 		res.ping1 = append(res.ping1, summarise(pingOne(ctx, pings.clients[0], s.seqOps)))
 		res.pingQ = append(res.pingQ, summarise(pingQuorum(ctx, pings.clients, s.seqOps)))
