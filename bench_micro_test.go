@@ -141,3 +141,40 @@ func BenchmarkLockUnlockParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLockUnlockPaused is BenchmarkLockUnlock on 5 real redis-servers,
+// one of them stopped with SIGSTOP after the warm-up: the latency of (d) in
+// docs/PERFORMANCE.md, where the library must decide without the hung node
+// at no cost to the caller.
+func BenchmarkLockUnlockPaused(b *testing.B) {
+	if !redistest.Available() {
+		b.Skip("redis-server not found: install it or set REDIS_SERVER to run it")
+	}
+	srv := redistest.StartN(b, microNodes, redistest.Options{})
+	nodes := make([]redis.UniversalClient, len(srv))
+	for i, s := range srv {
+		nodes[i] = s.NewClient(b)
+	}
+	c := microClient(b, nodes)
+	// Cleanups run last-in first-out: the node resumes before the Client
+	// closes, so that Close does not wait out the paused requests.
+	paused := srv[microNodes-1]
+	paused.Pause()
+	b.Cleanup(paused.Resume)
+	ctx := context.Background()
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = "micro:paused:" + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		l, err := c.Lock(ctx, keys[i])
+		if err != nil {
+			b.Fatalf("Lock: got %v, want no error", err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatalf("Unlock: got %v, want no error", err)
+		}
+	}
+}

@@ -459,8 +459,10 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	if res.paused != nil {
 		p("## (d) Degraded nodes\n\n")
 		p("Sequential lock+unlock as in (a), up to %d cycles or %v per contender per round (the first cycle always\n", s.degradedOps, s.degradedBudget)
-		p("runs), %d rounds. *Healthy* rounds run on the same clients just before node %d is stopped with SIGSTOP\n", s.degradedRounds, pausedNode)
-		p("(*paused*: the kernel still accepts connections, nothing answers). *Slow node* then puts node %d behind the\n", pausedNode)
+		p("runs), %d rounds. In each round every contender runs a *healthy* turn, then node %d is stopped with SIGSTOP\n", s.degradedRounds, pausedNode)
+		p("for its *paused* turn (the kernel still accepts connections, nothing answers), and resumed %v before the\n", settleAfterResume)
+		p("next contender's turn: a ratio compares two turns a fraction of a second apart, as (a)'s turns do. *Slow node*\n")
+		p("then puts node %d behind the\n", pausedNode)
 		p("fault proxy of `internal/faultproxy`, which adds %v to every request, on fresh clients. *%s* is redsync\n", addedDelay, nameRedsyncCtx)
 		p("on go-redis clients built with `ContextTimeoutEnabled: true`: only then does go-redis apply redsync's 400 ms\n")
 		p("attempt deadline to its socket reads; with the go-redis defaults a read from the paused node waits for\n")

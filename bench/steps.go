@@ -40,6 +40,10 @@ const (
 	contendHold = time.Millisecond
 	pausedNode  = 4
 	addedDelay  = 20 * time.Millisecond
+	// settleAfterResume is how long (d) waits after it resumed the paused
+	// node: the requests queued for it are answered or dropped within the
+	// library's 1 s request life, and their rollbacks follow.
+	settleAfterResume = 1500 * time.Millisecond
 )
 
 // (a) Sequential lock+unlock, and the PINGs that turn it into round trips.
@@ -202,22 +206,18 @@ func measureDegraded(ctx context.Context, cl *cluster, res *results) error {
 	res.slow = map[string][]latencies{}
 	res.slowErrs = map[string]*errCount{}
 
-	rounds := func(tag string, cs []*contender, into, lockInto map[string][]latencies, errs map[string]*errCount) {
-		for r := range s.degradedRounds {
-			logf("(d) %s", roundName(tag, r, s.degradedRounds))
-			for _, c := range cs {
-				keys := keysFor(fmt.Sprintf("d:%s:%s:%d", tag, c.name, r), s.degradedOps)
-				lat := make([]time.Duration, len(keys))
-				lockLat := make([]time.Duration, len(keys))
-				if errs[c.name] == nil {
-					errs[c.name] = &errCount{}
-				}
-				n := seqOps(ctx, c, keys, lat, lockLat, s.degradedBudget, errs[c.name])
-				into[c.name] = append(into[c.name], summarise(lat[:n]))
-				if lockInto != nil {
-					lockInto[c.name] = append(lockInto[c.name], summarise(lockLat[:n]))
-				}
-			}
+	// block runs one contender's turn of a round.
+	block := func(tag string, r int, c *contender, into, lockInto map[string][]latencies, errs map[string]*errCount) {
+		keys := keysFor(fmt.Sprintf("d:%s:%s:%d", tag, c.name, r), s.degradedOps)
+		lat := make([]time.Duration, len(keys))
+		lockLat := make([]time.Duration, len(keys))
+		if errs[c.name] == nil {
+			errs[c.name] = &errCount{}
+		}
+		n := seqOps(ctx, c, keys, lat, lockLat, s.degradedBudget, errs[c.name])
+		into[c.name] = append(into[c.name], summarise(lat[:n]))
+		if lockInto != nil {
+			lockInto[c.name] = append(lockInto[c.name], summarise(lockLat[:n]))
 		}
 	}
 
@@ -226,11 +226,23 @@ func measureDegraded(ctx context.Context, cl *cluster, res *results) error {
 		return err
 	}
 	warm(ctx, cs, "d", s.warmOps)
-	rounds("healthy", cs, res.degHealthy, nil, map[string]*errCount{})
+	// Each contender's paused turn follows its healthy turn of the same
+	// round at once, so that the ratio of the two compares the same moment
+	// of the machine, as (a)'s turns do; node 4 is resumed after each
+	// paused turn, and the next contender starts once the requests that
+	// waited for it have been answered.
 	srv := cl.servers[pausedNode]
-	srv.Pause()
-	rounds("paused", cs, res.paused, res.pausedLock, res.pausedErrs)
-	srv.Resume()
+	healthyErrs := map[string]*errCount{}
+	for r := range s.degradedRounds {
+		logf("(d) %s", roundName("healthy and paused", r, s.degradedRounds))
+		for _, c := range cs {
+			block("healthy", r, c, res.degHealthy, nil, healthyErrs)
+			srv.Pause()
+			block("paused", r, c, res.paused, res.pausedLock, res.pausedErrs)
+			srv.Resume()
+			time.Sleep(settleAfterResume)
+		}
+	}
 	logf("(d) node %d resumed; waiting for the requests in flight", pausedNode)
 	closeAll(cs)
 
@@ -248,7 +260,12 @@ func measureDegraded(ctx context.Context, cl *cluster, res *results) error {
 	}
 	defer closeAll(cs)
 	warm(ctx, cs, "d-slow", s.warmOps/4)
-	rounds("slow node", cs, res.slow, nil, res.slowErrs)
+	for r := range s.degradedRounds {
+		logf("(d) %s", roundName("slow node", r, s.degradedRounds))
+		for _, c := range cs {
+			block("slow node", r, c, res.slow, nil, res.slowErrs)
+		}
+	}
 	return nil
 }
 
