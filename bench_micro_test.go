@@ -53,16 +53,23 @@ func microMiniredis(b *testing.B) []redis.UniversalClient {
 }
 
 func microRedisServer(b *testing.B) []redis.UniversalClient {
+	_, cs := microServers(b)
+	return cs
+}
+
+// microServers starts 5 real redis-servers for b, and returns them with a
+// client of each; it skips b when redis-server cannot be found.
+func microServers(b *testing.B) ([]*redistest.Server, []redis.UniversalClient) {
 	b.Helper()
 	if !redistest.Available() {
-		b.Skip("redis-server not found: install it or set REDIS_SERVER to run this half")
+		b.Skip("redis-server not found: install it or set REDIS_SERVER to run the real-Redis benchmarks")
 	}
 	srv := redistest.StartN(b, microNodes, redistest.Options{})
 	cs := make([]redis.UniversalClient, len(srv))
 	for i, s := range srv {
 		cs[i] = s.NewClient(b)
 	}
-	return cs
+	return srv, cs
 }
 
 // microClient returns a Client with the defaults on n fresh nodes, closed by
@@ -92,24 +99,30 @@ func microClient(b *testing.B, nodes []redis.UniversalClient) *Client {
 func BenchmarkLockUnlock(b *testing.B) {
 	for _, be := range microBackends() {
 		b.Run(be.name, func(b *testing.B) {
-			c := microClient(b, be.nodes(b))
-			ctx := context.Background()
-			keys := make([]string, b.N)
-			for i := range keys {
-				keys[i] = "micro:seq:" + strconv.Itoa(i)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				l, err := c.Lock(ctx, keys[i])
-				if err != nil {
-					b.Fatalf("Lock: got %v, want no error", err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					b.Fatalf("Unlock: got %v, want no error", err)
-				}
-			}
+			lockUnlockLoop(b, microClient(b, be.nodes(b)), "micro:seq:")
 		})
+	}
+}
+
+// lockUnlockLoop times b.N sequential Lock+Unlock cycles of c, each on a
+// new key under prefix.
+func lockUnlockLoop(b *testing.B, c *Client, prefix string) {
+	b.Helper()
+	ctx := context.Background()
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		l, err := c.Lock(ctx, keys[i])
+		if err != nil {
+			b.Fatalf("Lock: got %v, want no error", err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatalf("Unlock: got %v, want no error", err)
+		}
 	}
 }
 
@@ -147,34 +160,12 @@ func BenchmarkLockUnlockParallel(b *testing.B) {
 // docs/PERFORMANCE.md, where the library must decide without the hung node
 // at no cost to the caller.
 func BenchmarkLockUnlockPaused(b *testing.B) {
-	if !redistest.Available() {
-		b.Skip("redis-server not found: install it or set REDIS_SERVER to run it")
-	}
-	srv := redistest.StartN(b, microNodes, redistest.Options{})
-	nodes := make([]redis.UniversalClient, len(srv))
-	for i, s := range srv {
-		nodes[i] = s.NewClient(b)
-	}
+	srv, nodes := microServers(b)
 	c := microClient(b, nodes)
 	// Cleanups run last-in first-out: the node resumes before the Client
 	// closes, so that Close does not wait out the paused requests.
 	paused := srv[microNodes-1]
 	paused.Pause()
 	b.Cleanup(paused.Resume)
-	ctx := context.Background()
-	keys := make([]string, b.N)
-	for i := range keys {
-		keys[i] = "micro:paused:" + strconv.Itoa(i)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		l, err := c.Lock(ctx, keys[i])
-		if err != nil {
-			b.Fatalf("Lock: got %v, want no error", err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			b.Fatalf("Unlock: got %v, want no error", err)
-		}
-	}
+	lockUnlockLoop(b, c, "micro:paused:")
 }
