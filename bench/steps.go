@@ -196,7 +196,8 @@ func measureContended(ctx context.Context, cl *cluster, res *results) error {
 }
 
 // (d) Degraded: one node SIGSTOPped, then one node behind 20 ms of latency.
-// Healthy rounds on the same clients, just before, give the baseline.
+// Each contender's healthy turn, on the same clients just before its
+// paused turn of the round, gives the baseline.
 func measureDegraded(ctx context.Context, cl *cluster, res *results) error {
 	s := res.settings
 	res.degHealthy = map[string][]latencies{}
