@@ -318,12 +318,13 @@ func (f *resendFault) set(r *chaosRun, p float64) {
 // resender is a go-redis hook that sends a command, or a pipeline, twice
 // at random: the node runs both, the first reply is dropped, and the
 // caller gets the second. That is what go-redis does itself when a reply is
-// lost on a connection of its pool: it sends the command again on another.
-// A command of a Conn is not sent again (go-redis retries it on the broken
-// Conn, where it fails unsent), so without this hook the library's handling
-// of writes that ran twice would go untested wherever the library's
-// senders hold a connection. Every chaos client has one, at probability 0
-// until a resendFault sets it.
+// lost on a connection of its pool, and what the library's sender does
+// through the pool when a batch fails on the connection it holds (see
+// link.send): the command goes out again on another connection. The hook
+// injects such second copies without a failed connection, on every path
+// the library sends by, so that recognising a write that ran twice does
+// not rest on how the transport handles a connection failure. Every chaos
+// client has one, at probability 0 until a resendFault sets it.
 type resender struct {
 	prob   atomic.Uint64 // math.Float64bits of the probability
 	mu     sync.Mutex    // guards rng

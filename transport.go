@@ -272,17 +272,27 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 	return cmds
 }
 
-// pooled sends a batch through the node's client and its pool: one
-// command on go-redis's single-command path, which costs less, more as a
-// pipeline.
-func (p *pipe) pooled(ctx context.Context, cmds []redis.Cmder, pl redis.Pipeliner) {
+// processor sends one command: a go-redis client, or a Conn.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// dispatch sends a batch: one command on go-redis's single-command path
+// (via), which costs less, more as a pipeline (pl). Each command carries
+// its own error, errNoReply until go-redis reads its reply.
+func dispatch(ctx context.Context, via processor, pl redis.Pipeliner, cmds []redis.Cmder) {
 	unanswered(cmds)
 	if len(cmds) == 1 && !nilReply(cmds[0]) {
-		_ = p.n.client.Process(ctx, cmds[0])
+		_ = via.Process(ctx, cmds[0])
 	} else {
 		_ = pl.BatchProcess(ctx, cmds...)
 		_, _ = pl.Exec(ctx)
 	}
+}
+
+// pooled sends a batch through the node's client and its pool.
+func (p *pipe) pooled(ctx context.Context, cmds []redis.Cmder, pl redis.Pipeliner) {
+	dispatch(ctx, p.n.client, pl, cmds)
 	if !p.n.pooled.Load() && answered(cmds) {
 		p.n.pooled.Store(true)
 	}
@@ -346,13 +356,7 @@ func (l *link) open(n *node) bool {
 // write (sendCounter), as they count go-redis's own retries, so a write
 // that runs twice is recognised as it is on the pool's path.
 func (l *link) send(ctx context.Context, cmds []redis.Cmder) (resend bool) {
-	unanswered(cmds)
-	if len(cmds) == 1 && !nilReply(cmds[0]) {
-		_ = l.conn.Process(ctx, cmds[0])
-	} else {
-		_ = l.pl.BatchProcess(ctx, cmds...)
-		_, _ = l.pl.Exec(ctx)
-	}
+	dispatch(ctx, l.conn, l.pl, cmds)
 	failed := false
 	for _, c := range cmds {
 		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {

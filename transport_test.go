@@ -255,6 +255,21 @@ func (h *connErrors) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
+// killUntilABatchFails drops the node's client connections (CLIENT KILL
+// through admin) right after a cycle, while its sender lingers on the
+// connection it holds, until errs counts a batch that failed on one. A
+// sender that stopped lingering before the kill gave its connection back to
+// the pool, whose check finds it dead unused, so the kill is tried again.
+func killUntilABatchFails(t *testing.T, admin *redis.Client, errs *connErrors, cycle func()) {
+	t.Helper()
+	for try := 0; errs.n.Load() == 0; try++ {
+		require.Less(t, try, 200, "no batch went out on a killed connection: the test injected nothing")
+		cycle()
+		require.NoError(t, admin.Do(t.Context(), "client", "kill", "type", "normal", "skipme", "yes").Err())
+		cycle()
+	}
+}
+
 // TestBrokenConnectionIsDropped: a sender keeps its connection between
 // batches (see link). When the server drops it (CLIENT KILL on node 0,
 // right after a cycle, while the sender lingers), the next batch finds it
@@ -262,9 +277,7 @@ func (h *connErrors) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // batches go out on fresh ones, and none fails again. Node 0's client
 // makes no retries, so that the failure comes at once and the same sender
 // carries the next batches: kept, the broken connection would fail every
-// one of them. A sender that stopped lingering before the kill gave its
-// connection back to the pool, whose check finds it dead unused, so the
-// kill is tried again until a batch fails.
+// one of them (see killUntilABatchFails).
 func TestBrokenConnectionIsDropped(t *testing.T) {
 	srv, cs := realNodes(t, 5)
 	cs[0] = redis.NewClient(&redis.Options{Addr: srv[0].Addr(), MaxRetries: -1})
@@ -285,17 +298,44 @@ func TestBrokenConnectionIsDropped(t *testing.T) {
 		cycle()
 	}
 	require.Zero(t, errs.n.Load(), "failed commands before the kill")
-	for try := 0; errs.n.Load() == 0; try++ {
-		require.Less(t, try, 200, "no batch went out on a killed connection: the test injected nothing")
-		cycle()
-		require.NoError(t, admin.Do(ctx, "client", "kill", "type", "normal", "skipme", "yes").Err())
-		cycle()
-	}
+	killUntilABatchFails(t, admin, errs, cycle)
 	failed := errs.n.Load()
 	for range 300 {
 		cycle()
 	}
 	require.Equal(t, failed, errs.n.Load(), "batches failed after the broken connection was found")
+}
+
+// TestFailedLinkBatchIsResentThroughThePool: with go-redis's default
+// retries, a batch that fails on the connection its sender holds is sent
+// again through the client's pool, as go-redis itself would send a
+// command of its pool again. The server drops the sender's connection
+// (CLIENT KILL while it lingers) until a batch fails on it; every TryLock
+// must still win. One node, so that each round waits for it, and a node
+// timeout that outlasts go-redis's retry backoff on the broken Conn.
+func TestFailedLinkBatchIsResentThroughThePool(t *testing.T) {
+	srv, cs := realNodes(t, 1)
+	rc := cs[0].(*redis.Client)
+	require.Positive(t, rc.Options().MaxRetries, "the node's client must make retries")
+	errs := &connErrors{}
+	rc.AddHook(errs)
+	c := newClient(t, cs, WithTTL(10*time.Second), WithNodeTimeout(time.Second))
+	admin := srv[0].NewClient(t)
+	ctx := t.Context()
+	i := 0
+	cycle := func() {
+		l, err := c.TryLock(ctx, fmt.Sprintf("resent:%d", i))
+		require.NoError(t, err, "cycle %d: a batch that failed on the held connection was not sent again", i)
+		require.NoError(t, l.Unlock(ctx), "cycle %d", i)
+		i++
+	}
+	for range 10 {
+		cycle()
+	}
+	killUntilABatchFails(t, admin, errs, cycle)
+	for range 20 {
+		cycle()
+	}
 }
 
 // TestReadOnlyNodeNeverVotesYes: a node that turns into a replica while
