@@ -60,12 +60,13 @@ type clock func() time.Time
 
 // nodeGuard watches one node for the two things Redlock's safety assumes
 // but no client checks: that a node which lost its data stays out for longer
-// than the max TTL, and that its clock does not jump. It learns the node's
-// run_id and uptime (INFO server) and its clock (TIME) with every
-// acquisition, sent right after the acquire command in the same pipeline, on
-// the same connection, so that it sees a restart or a clock jump that
-// happened before the node voted, or while it did, before the vote is
-// counted.
+// than the max TTL (Client.maxTTL: the longest TTL the Client has sent, so
+// that it outlasts every key of its holds the node may have lost), and that
+// its clock does not jump. It learns the node's run_id and uptime (INFO
+// server) and its clock (TIME) with every acquisition, sent right after the
+// acquire command in the same pipeline, on the same connection, so that it
+// sees a restart or a clock jump that happened before the node voted, or
+// while it did, before the vote is counted.
 //
 // A node that restarted less than the max TTL ago, or whose clock moved
 // away from our monotonic clock by more than the drift allowance, is

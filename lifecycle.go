@@ -44,7 +44,9 @@ func WithMaxHold(d time.Duration) Option {
 // finds it lost. Err then says why. Holders can select on it. Done and Err
 // check Until themselves, so that a holder whose process was paused past
 // Until finds the lock ended at once when it resumes, even before the
-// expiry timer has run.
+// expiry timer has run. The logger and the Observer hear of a loss after
+// Done has closed, from another goroutine, so that a slow one cannot keep
+// Done open.
 //
 // Until and Done follow the monotonic clock, which on Linux does not advance
 // while the host is suspended (CLOCK_MONOTONIC): a holder whose host sleeps
@@ -116,8 +118,9 @@ func (l *Lock) expire() {
 var errValidityEnded = errors.New("validity ended before a renewal succeeded")
 
 // end ends the lock with err, once: Err returns err from then on, and Done
-// closes once the renewals are stopped and the Observer told. Later calls do
-// nothing. It reports whether this call ended the lock.
+// closes once the renewals are stopped. A loss is then queued for the logger
+// and the Observer. Later calls do nothing. It reports whether this call
+// ended the lock.
 func (l *Lock) end(err error) bool {
 	l.mu.Lock()
 	if l.err != nil {
@@ -132,12 +135,14 @@ func (l *Lock) end(err error) bool {
 	if l.cfg.autoExtend {
 		l.c.renewer.remove(l)
 	}
-	// The Observer hears of a loss before Done closes, so that whoever
-	// wakes on Done finds it counted.
-	if errors.Is(err, ErrLockLost) {
-		l.c.observeLost(l.name(), err)
-	}
 	close(l.done)
+	// Done closes first, and the logger and the Observer hear of the loss
+	// on the notifier's goroutine: a slow one must neither keep the holder
+	// acting on a lost lock nor hold up whoever found the loss (a holder's
+	// Done or Err, the renewer).
+	if errors.Is(err, ErrLockLost) {
+		l.c.renewer.notify.lost(l.name(), err)
+	}
 	return true
 }
 
@@ -146,16 +151,23 @@ func (l *Lock) end(err error) bool {
 // the lock does not outlive its max hold. ok is false when the cap leaves no
 // validity. Once the cap has cut a TTL, the lock is marked to end with
 // ErrMaxHold.
+//
+// Extend and the renewer both call it just before they send, so this is
+// where an extension raises the node guard's max TTL: before the request
+// goes out, since it may land even if the round fails.
 func (l *Lock) extendTTL(start time.Time) (ttl time.Duration, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ttl = l.ttl
-	if l.holdEnd.IsZero() {
-		return ttl, true
+	ttl, ok = l.ttl, true
+	if !l.holdEnd.IsZero() {
+		if left := l.holdEnd.Sub(start); left < ttl {
+			ttl = left.Truncate(time.Millisecond)
+			l.capped = true
+		}
+		ok = ttl > clockDrift(ttl, l.cfg.driftFactor) && ttl >= time.Millisecond
 	}
-	if left := l.holdEnd.Sub(start); left < ttl {
-		ttl = left.Truncate(time.Millisecond)
-		l.capped = true
+	if ok {
+		l.c.raiseMaxTTL(ttl)
 	}
-	return ttl, ttl > clockDrift(ttl, l.cfg.driftFactor) && ttl >= time.Millisecond
+	return ttl, ok
 }

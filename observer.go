@@ -2,15 +2,23 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"sync"
 	"time"
 )
 
 // Observer receives what happens to a Client's locks, for metrics, tracing
-// or logs. Set it with WithObserver. Its methods are called synchronously,
-// from the goroutine that did the work, possibly from many goroutines at
-// once: they must be safe for concurrent use, return quickly, and not call
-// back into the Client. contrib/otel adapts it to OpenTelemetry metrics.
+// or logs. Set it with WithObserver. Attempted, Released, and Extended for a
+// call of Extend, are called by the call that did the work, before it
+// returns. Lost, and Extended for an auto-extension, are called later, from
+// a goroutine of the Client's that makes one call at a time, in order: a
+// slow Observer then holds up no renewal and no Done. Methods may run on
+// many goroutines at once: they must be safe for concurrent use, return
+// quickly, and not call back into the Client. A panic in a method is
+// recovered, and the first one of each method is logged at Error.
+// contrib/otel adapts it to OpenTelemetry metrics.
 type Observer interface {
 	// Attempted is called after each acquisition attempt, with the votes;
 	// err is nil when the attempt won the lock.
@@ -21,7 +29,8 @@ type Observer interface {
 	Extended(s Stats, err error)
 	// Lost is called once for a lock that ended without Unlock: its validity
 	// ran out, a quorum lost its token, or its max hold was reached. err
-	// wraps ErrLockLost.
+	// wraps ErrLockLost. It is called after the lock's Done has closed, so
+	// a holder that wakes on Done may find the loss not yet counted.
 	Lost(key string, err error)
 	// Released is called after each Unlock that reached the nodes; err is
 	// nil when a quorum still held the lock.
@@ -33,53 +42,165 @@ func (c *Client) observeAttempt(s Stats, err error) {
 	if err != nil {
 		c.log.Debug("redlock: attempt failed", "key", s.Key, "yes", s.Yes, "no", s.No, "failed", s.Failed, "err", err)
 	}
-	if c.observer == nil {
-		return
-	}
-	c.quietMu.RLock()
-	defer c.quietMu.RUnlock()
-	if !c.quiet {
-		c.observer.Attempted(s, err)
-	}
+	c.callObserver("Attempted", func(o Observer) { o.Attempted(s, err) })
 }
 
+// observeExtend reports an extension to the Observer, and logs a failed one.
+// The renewer does not call it itself: it queues the call on the notifier.
 func (c *Client) observeExtend(s Stats, err error) {
 	if err != nil {
 		c.log.Debug("redlock: extension failed", "key", s.Key, "err", err)
 	}
-	if c.observer == nil {
-		return
-	}
-	c.quietMu.RLock()
-	defer c.quietMu.RUnlock()
-	if !c.quiet {
-		c.observer.Extended(s, err)
-	}
+	c.callObserver("Extended", func(o Observer) { o.Extended(s, err) })
 }
 
+// observeLost logs a loss and reports it to the Observer. It runs on the
+// notifier's goroutine, once the lock's Done has closed.
 func (c *Client) observeLost(key string, err error) {
 	c.log.Warn("redlock: lock lost", "key", key, "err", err)
-	if c.observer == nil {
-		return
-	}
-	c.quietMu.RLock()
-	defer c.quietMu.RUnlock()
-	if !c.quiet {
-		c.observer.Lost(key, err)
-	}
+	c.callObserver("Lost", func(o Observer) { o.Lost(key, err) })
 }
 
+// observeRelease reports a release to the Observer, and logs an unconfirmed
+// one.
 func (c *Client) observeRelease(s Stats, err error) {
 	if err != nil {
 		c.log.Debug("redlock: release not confirmed", "key", s.Key, "err", err)
 	}
+	c.callObserver("Released", func(o Observer) { o.Released(s, err) })
+}
+
+// callObserver calls the Observer's method name through call, unless there
+// is no Observer or the Client is closed. A panic in the method is recovered
+// and logged, so that a faulty Observer cannot crash a renewal, an expiry
+// timer or the caller's own Lock, Extend or Unlock halfway.
+func (c *Client) callObserver(name string, call func(Observer)) {
 	if c.observer == nil {
 		return
 	}
+	if p, stack := c.callObserverQuietly(call); p != nil {
+		// Logged outside quietMu: the logger takes it too, and a second
+		// RLock would deadlock against a Close waiting for the first.
+		c.renewer.notify.panicked(name, p, stack)
+	}
+}
+
+// callObserverQuietly makes the call under quietMu, so that Close waits for
+// it, and returns what it panicked with, if it did.
+func (c *Client) callObserverQuietly(call func(Observer)) (p any, stack []byte) {
 	c.quietMu.RLock()
 	defer c.quietMu.RUnlock()
-	if !c.quiet {
-		c.observer.Released(s, err)
+	if c.quiet {
+		return nil, nil
+	}
+	defer func() {
+		if p = recover(); p != nil {
+			stack = debug.Stack()
+		}
+	}()
+	call(c.observer)
+	return nil, nil
+}
+
+// notifier calls the logger and the Observer for the events that happen
+// where nobody may wait for them: a lock's loss, which its expiry timer, a
+// holder's Done or Err, Extend or the renewer may find, and the renewer's
+// extensions. Done has closed before a loss is queued, and the renewer goes
+// on with the next lock while the Observer hears of the last. One goroutine
+// runs while events are queued, and delivers them one at a time, in order.
+// It is not in the Client's WaitGroup: an expiry timer may queue a loss
+// while Close waits on it, and once Close has returned every callback does
+// nothing, so the goroutine ends at once. Every Client has one, on its
+// renewer.
+type notifier struct {
+	c *Client
+
+	mu      sync.Mutex
+	queue   []event         // guarded by mu
+	spare   []event         // guarded by mu; the last delivered queue, for reuse
+	running bool            // guarded by mu; the goroutine was started
+	logged  map[string]bool // guarded by mu; Observer methods whose panic was logged
+}
+
+// event is a loss (lost set) or an auto-extension.
+type event struct {
+	lost bool
+	key  string // the lost lock's name
+	s    Stats  // the extension's
+	err  error
+}
+
+// extended queues an auto-extension's report, if anyone listens.
+func (n *notifier) extended(s Stats, err error) {
+	c := n.c
+	if c.observer == nil && (err == nil || !c.log.Enabled(context.Background(), slog.LevelDebug)) {
+		return
+	}
+	n.post(event{s: s, err: err})
+}
+
+// lost queues a loss's report, if anyone listens.
+func (n *notifier) lost(key string, err error) {
+	c := n.c
+	if c.observer == nil && !c.log.Enabled(context.Background(), slog.LevelWarn) {
+		return
+	}
+	n.post(event{lost: true, key: key, err: err})
+}
+
+func (n *notifier) post(e event) {
+	n.mu.Lock()
+	n.queue = append(n.queue, e)
+	start := !n.running
+	n.running = true
+	n.mu.Unlock()
+	if start {
+		go n.run()
+	}
+}
+
+// run delivers the queued events until none is left.
+func (n *notifier) run() {
+	for {
+		n.mu.Lock()
+		batch := n.queue
+		if len(batch) == 0 {
+			n.running = false
+			n.mu.Unlock()
+			return
+		}
+		n.queue, n.spare = n.spare[:0], nil
+		n.mu.Unlock()
+		for i, e := range batch {
+			if e.lost {
+				n.c.observeLost(e.key, e.err)
+			} else {
+				n.c.observeExtend(e.s, e.err)
+			}
+			batch[i] = event{} // let the Stats and errors go
+		}
+		n.mu.Lock()
+		n.spare = batch[:0]
+		n.mu.Unlock()
+	}
+}
+
+// panicked logs, at Error, the first panic of the Observer's method name.
+// Later ones are recovered silently: a faulty Observer called for every
+// renewal of every lock would otherwise flood the log.
+func (n *notifier) panicked(name string, p any, stack []byte) {
+	n.mu.Lock()
+	first := !n.logged[name]
+	if first {
+		if n.logged == nil {
+			n.logged = make(map[string]bool)
+		}
+		n.logged[name] = true
+	}
+	n.mu.Unlock()
+	if first {
+		n.c.log.Error("redlock: Observer panicked; recovered, later panics of this method are not logged",
+			"callback", name, "panic", fmt.Sprint(p), "stack", string(stack))
 	}
 }
 

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,6 +72,9 @@ func TestObserverSeesEveryKindOfEvent(t *testing.T) {
 	expiring, err := c.TryLock(t.Context(), "observed-expiry")
 	require.NoError(t, err)
 	<-expiring.Done()
+	// Lost comes after Done has closed, from the notifier's goroutine.
+	require.Eventually(t, func() bool { _, _, l, _ := rec.counts(); return l >= 1 }, 5*time.Second, time.Millisecond,
+		"the loss is reported")
 
 	a, e, lost, released := rec.counts()
 	require.Equal(t, 4, a, "attempts")
@@ -98,8 +102,9 @@ func TestLoggerIsSilentByDefaultAndHidesTokens(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.TryLock(t.Context(), "logged")
 	require.ErrorIs(t, err, ErrNotAcquired)
-	<-l.Done() // lost by expiry: logged at Warn
-	require.Contains(t, logs.String(), "lock lost")
+	<-l.Done() // lost by expiry: logged at Warn, just after Done closes
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "lock lost") }, 5*time.Second, time.Millisecond,
+		"log: %s", logs.String())
 	require.NotContains(t, logs.String(), l.Token(), "a token was logged at Info or above")
 
 	silent := newClient(t, cs) // no logger: the default discards

@@ -226,8 +226,17 @@ const MaxLabelLen = 128
 //
 // The default is off: it adds work to every acquisition, and nodes that
 // persist with appendfsync always do not need its restart rule. Turn it on
-// when nodes run without fsync, or their clocks are not trusted. The max TTL
-// is the largest TTL the Client has used so far.
+// when nodes run without fsync, or their clocks are not trusted.
+//
+// The max TTL is the longest TTL the Client has sent to any node so far,
+// whatever sent it: an acquisition (the Client's TTL or one call's WithTTL),
+// Extend's WithTTL, or a renewal, for locks, semaphore permits and readers
+// alike. It is raised before the request that carries the TTL goes out,
+// since a request may land even when its call fails, so it covers the
+// longest a key of any live hold of the Client may live. It is per Client:
+// a Client that never sent a long TTL keeps a restarted node out only for
+// its own, so Clients that share keys should use the same TTLs, Extend's
+// included.
 func WithNodeGuard(enabled bool) Option {
 	return func(c *config) { c.guard = enabled }
 }

@@ -66,7 +66,7 @@ type Client struct {
 
 	log      *slog.Logger
 	observer Observer     // nil when none
-	ttlMax   atomic.Int64 // the largest TTL used so far, for the node guard
+	ttlMax   atomic.Int64 // the longest TTL sent to a node so far; only raiseMaxTTL writes it
 }
 
 // New returns a Client for the given Redis masters, usually 5. They must be
@@ -120,7 +120,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if cfg.logger != nil {
 		c.log = slog.New(&quietHandler{next: cfg.logger.Handler(), c: c})
 	}
-	c.ttlMax.Store(int64(cfg.ttl))
+	c.raiseMaxTTL(cfg.ttl)
 	c.renewer = newRenewer(c)
 	c.waitlist = newWaitlist(c)
 	return c, nil
@@ -273,12 +273,8 @@ func (c *Client) config(opts []Option) (*config, error) {
 	if err := c.checkReplicaAck(&cfg); err != nil {
 		return nil, err
 	}
-	for {
-		old := c.ttlMax.Load()
-		if int64(cfg.ttl) <= old || c.ttlMax.CompareAndSwap(old, int64(cfg.ttl)) {
-			break
-		}
-	}
+	// Every acquisition's TTL comes from here (or from New's defaults).
+	c.raiseMaxTTL(cfg.ttl)
 	return &cfg, nil
 }
 
@@ -297,9 +293,24 @@ func (c *Client) checkReplicaAck(cfg *config) error {
 	return nil
 }
 
-// maxTTL is the largest TTL this Client has used: the time a restarted node
-// must stay out, by the Redlock spec's rule.
+// maxTTL is the longest TTL this Client has sent to a node: the longest a
+// key of one of its holds may live, and so the time a restarted node must
+// stay out, by the Redlock spec's rule.
 func (c *Client) maxTTL() time.Duration { return time.Duration(c.ttlMax.Load()) }
+
+// raiseMaxTTL raises maxTTL to ttl, if it is longer. It is the only place
+// the bound grows, and every path that sends a TTL to a node comes through
+// it before the request goes out: acquisitions through config (or New), and
+// Extend and renewals through Lock.extendTTL. A request may land even when
+// its call fails, so raising after the answer would be too late.
+func (c *Client) raiseMaxTTL(ttl time.Duration) {
+	for {
+		old := c.ttlMax.Load()
+		if int64(ttl) <= old || c.ttlMax.CompareAndSwap(old, int64(ttl)) {
+			return
+		}
+	}
+}
 
 func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait bool) (*Lock, error) {
 	cfg, err := c.config(opts)

@@ -20,10 +20,15 @@ type renewer struct {
 	queue   renewQueue    // guarded by mu; by due time
 	wake    chan struct{} // buffered 1: the head of the queue changed
 	running bool          // guarded by mu; the loop goroutine was started
+
+	// notify reports the renewals and every lock's loss to the logger and
+	// the Observer, off this loop: a slow callback here would hold up the
+	// renewals of every other lock.
+	notify notifier
 }
 
 func newRenewer(c *Client) *renewer {
-	return &renewer{c: c, wake: make(chan struct{}, 1)}
+	return &renewer{c: c, wake: make(chan struct{}, 1), notify: notifier{c: c}}
 }
 
 // renewal is a lock's place in the queue.
@@ -280,10 +285,10 @@ func (l *Lock) settleRenewal(start, end time.Time, ttl time.Duration, yes, no in
 	}
 	l.mu.Unlock()
 	if won {
-		c.observeExtend(st, nil)
+		c.renewer.notify.extended(st, nil)
 		return
 	}
-	c.observeExtend(st, &QuorumError{Stats: st, Reason: "renewal failed", sentinel: ErrNotHeld})
+	c.renewer.notify.extended(st, &QuorumError{Stats: st, Reason: "renewal failed", sentinel: ErrNotHeld})
 	if lostIt {
 		l.end(chain(ErrLockLost, &QuorumError{
 			Stats:    st,
