@@ -3,7 +3,9 @@
 -- already holds this attempt's value (go-redis sent the request twice), or
 -- an earlier attempt's value of the same acquisition (a leftover whose
 -- rollback has not landed), counts as taken by us and gets the attempt's
--- value and a fresh TTL.
+-- value and the TTL. A key that already holds the attempt's value keeps a
+-- longer TTL: an Extend may have lengthened it before this late copy came
+-- (see the expiry rule in holds.lua).
 --
 -- KEYS[1..n]:    the lock keys.
 -- KEYS[n+1..2n]: with fencing, the fence counter of each lock key.
@@ -29,7 +31,7 @@ for i = 1, n do
 end
 for i = 1, n do
   if owner == '' then
-    redis.call('SET', KEYS[i], value, 'PX', ttl)
+    setAtLeast(KEYS[i], value, ttl)
   else
     dropEarlier(KEYS[i], id, attempt)
     redis.call('HSET', KEYS[i], 'owner', owner, 't:' .. value, '1')

@@ -681,10 +681,7 @@ func (a *acquisition) unmark() {
 // wait marks the acquisition as waiting for its keys' release: from the
 // next attempt on, each attempt marks the keys first.
 func (a *acquisition) wait() {
-	a.waiting = make([]string, len(a.t.rkeys))
-	for i, rk := range a.t.rkeys {
-		a.waiting[i] = waitingKey(rk)
-	}
+	a.waiting = a.t.waiting
 }
 
 // abandon ends an acquisition that will not win: it returns the error, with

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlockgo/redlock/internal/faultproxy"
+	"github.com/redlockgo/redlock/internal/keyspace"
 	"github.com/redlockgo/redlock/internal/redistest"
 )
 
@@ -267,7 +268,10 @@ type chaosKey struct {
 
 // isFenceCounter tells a fence counter (see WithFencing) from a lock key.
 // Counters never expire by design, so they are not residue.
-func isFenceCounter(key string) bool { return strings.HasSuffix(key, ":fence") }
+func isFenceCounter(key string) bool {
+	i := strings.Index(key, keyspace.Reserved)
+	return i >= 0 && keyspace.Fence(key[:i]) == key
+}
 
 // lockKeys lists the lock keys under prefix, with their values and TTLs:
 // one entry for a plain lock's string, one for each reader of a read lock's

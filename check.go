@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
 // Severity ranks a Finding of Check. The zero value is SeverityOK, and a
@@ -68,7 +70,8 @@ type Finding struct {
 	//     clocks agree (Node -1);
 	//   - "version": it is recent enough for the commands the library sends;
 	//   - "scripting": EVAL and EVALSHA work;
-	//   - "acl": commands the user may not run (NOPERM).
+	//   - "acl": commands the user may not run (NOPERM), and the lock keys
+	//     and release channels under the key prefix that it may not write.
 	Check string
 	// Node is the node's index in the slice given to New, or -1 for a
 	// finding about the deployment as a whole.
@@ -218,6 +221,19 @@ const (
 	checkClockResolution = 10 * time.Microsecond
 )
 
+// checkKey is the lock key, under the Client's prefix, whose keys and channel
+// Check writes to find an ACL that does not cover them.
+const checkKey = "redlock-check"
+
+// checkKeysSrc writes each of its keys that is missing, and deletes it at
+// once: a key that exists, maybe someone's lock, is left alone.
+const checkKeysSrc = `for i = 1, #KEYS do
+  if redis.call('SET', KEYS[i], ARGV[1], 'PX', 1000, 'NX') then
+    redis.call('DEL', KEYS[i])
+  end
+end
+return 1`
+
 // checkSrc is a script that only returns, to see that EVAL and EVALSHA work.
 const checkSrc = "return 1"
 
@@ -333,6 +349,11 @@ type probe struct {
 	cfgAOF      *redis.MapStringStringCmd
 	eval        *redis.Cmd
 	evalSha     *redis.Cmd
+	// keys writes, and deletes at once, a probe lock key and the keys the
+	// library derives from it; publish publishes on its release channel.
+	// They find an ACL that does not cover the Client's key prefix.
+	keys    *redis.Cmd
+	publish *redis.IntCmd
 	// cluster is CLUSTER INFO, for a Redis Cluster node only.
 	cluster *redis.StringCmd
 }
@@ -369,6 +390,9 @@ func (n *node) probe(ctx context.Context, out chan<- checkMsg) {
 	p.cfgAOF = pl.ConfigGet(ctx, "*append*")
 	p.eval = pl.Eval(ctx, checkSrc, nil)
 	p.evalSha = pl.EvalSha(ctx, checkScript.Hash(), nil)
+	pk := n.pipe.c.cfg.keyPrefix + checkKey
+	p.keys = pl.Eval(ctx, checkKeysSrc, []string{pk, keyspace.Waiting(pk), keyspace.Fence(pk)}, "redlock check")
+	p.publish = pl.Publish(ctx, keyspace.Channel(pk), "redlock check")
 	if n.cluster != nil {
 		p.cluster = pl.ClusterInfo(ctx)
 	}
@@ -406,6 +430,8 @@ type nodeFacts struct {
 	clusterErr error            // why CLUSTER INFO could not be read
 	readOnly   error            // a READONLY reply to any command
 	denied     []string         // commands refused with NOPERM
+	keysDenied error            // NOPERM to the probe's lock keys
+	chanDenied error            // NOPERM to the probe's release channel
 	errs       map[string]error // why a check could not read its setting, by check
 	aofKnown   bool             // AppendOnly was read
 	rewrite    string           // no-appendfsync-on-rewrite
@@ -452,6 +478,12 @@ func (n *node) facts(p *probe, second *clockSample, wait time.Duration) nodeFact
 		case redis.IsReadOnlyError(err):
 			f.readOnly = cmp.Or(f.readOnly, err)
 		}
+	}
+	if err := p.keys.Err(); redis.IsPermissionError(err) {
+		f.keysDenied = err
+	}
+	if err := p.publish.Err(); redis.IsPermissionError(err) {
+		f.chanDenied = err
 	}
 	if failed == len(p.cmds()) {
 		// Down, refused, unauthenticated, loading...: not a usable node.
@@ -638,6 +670,7 @@ func (c *Client) findings(facts []nodeFacts) []Finding {
 		checkScripting(f, add)
 		c.checkClock(f, add)
 		c.checkACL(f, add)
+		c.checkKeyspace(f, add)
 	}
 	c.checkSpread(facts, add)
 	slices.SortStableFunc(out, func(a, b Finding) int {
@@ -918,6 +951,27 @@ func (c *Client) checkACL(f *nodeFacts, add addFunc) {
 	}
 	add(sev, "acl", f, fmt.Sprintf("the user may not run %s (NOPERM): %s", strings.Join(denied, ", "), why),
 		"grant them to the client's user (ACL SETUSER <user> +role +info +config|get +time), or check those settings by hand")
+}
+
+// checkKeyspace reports an ACL that does not let the user write the keys
+// and channels of a lock under the Client's key prefix: the lock key, its
+// waiting marker and fence counter (~prefix*), and its release channel
+// (&prefix*). Every lock script touches some of them.
+func (c *Client) checkKeyspace(f *nodeFacts, add addFunc) {
+	p := c.cfg.keyPrefix
+	if f.keysDenied != nil {
+		add(SeverityCritical, "acl", f, fmt.Sprintf("the user may not write the lock keys and the keys derived from them "+
+			"under the key prefix %q (%v): no lock can be taken or released on this node", p, f.keysDenied),
+			fmt.Sprintf("allow the keys: ACL SETUSER <user> ~%s* (see docs/DEPLOYMENT.md)", p))
+	}
+	if f.chanDenied != nil {
+		add(SeverityCritical, "acl", f, fmt.Sprintf("the user may not publish on the release channels under the key prefix %q (%v): "+
+			"an Unlock that waiters marked fails on this node, and waiters are not woken", p, f.chanDenied),
+			fmt.Sprintf("allow the channels: ACL SETUSER <user> &%s* (see docs/DEPLOYMENT.md)", p))
+	}
+	if f.keysDenied == nil && f.chanDenied == nil && f.readOnly == nil {
+		add(SeverityOK, "acl", f, fmt.Sprintf("the user may write the lock keys and channels under the key prefix %q", p), "")
+	}
 }
 
 // checkSpread compares the nodes' clocks with one another.

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlockgo/redlock/internal/keyspace"
 	"github.com/redlockgo/redlock/internal/redistest"
 )
 
@@ -30,10 +31,11 @@ func TestFenceIncreasesOnMiniredis(t *testing.T) {
 		require.NoError(t, l.Unlock(t.Context()))
 	}
 	// The counters never expire, and they live beside the key in its slot.
-	require.Equal(t, "{fenced}:fence", fenceKey("fenced"))
+	fk := keyspace.Fence("fenced")
+	require.Equal(t, keyspace.Slot("fenced"), keyspace.Slot(fk))
 	for _, m := range ms {
-		require.True(t, m.Exists("{fenced}:fence"))
-		require.Zero(t, m.TTL("{fenced}:fence"))
+		require.True(t, m.Exists(fk))
+		require.Zero(t, m.TTL(fk))
 	}
 	plain, err := c.TryLock(t.Context(), "fenced", WithFencing(false))
 	require.NoError(t, err)

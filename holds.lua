@@ -24,45 +24,17 @@ local function holds(key, value, owner)
   return r[1] == owner and r[2] ~= false and r[2] ~= nil
 end
 
--- waitingKey names the marker that waiters set on a lock key, so that its
--- release is announced only when someone may be waiting. It stays in the
--- key's hash slot; Go's waitingKey builds the same name.
-local function waitingKey(key)
-  local s = string.find(key, '{', 1, true)
-  if s then
-    local e = string.find(key, '}', s + 1, true)
-    if e and e > s + 1 then
-      return key .. ':waiting'
-    end
-  end
-  return '{' .. key .. '}:waiting'
-end
-
--- shardChannel is the release channel of key as a shard channel: it stays
--- in the key's hash slot, as waitingKey does, so that SPUBLISH on a Redis
--- Cluster node reaches only the key's shard. Go's shardChannel builds the
--- same name.
-local function shardChannel(prefix, key)
-  local s = string.find(key, '{', 1, true)
-  if s then
-    local e = string.find(key, '}', s + 1, true)
-    if e and e > s + 1 then
-      return prefix .. key
-    end
-  end
-  return prefix .. '{' .. key .. '}'
-end
-
--- announce publishes the release of value on key's release channel. On a
--- Redis Cluster node (sharded is '1') it uses the shard channel with
--- SPUBLISH (Redis 7.0 and later), so that the cluster does not broadcast
--- it to every shard; where SPUBLISH is unknown it falls back to PUBLISH on
--- the plain channel, which the subscribers then use too.
-local function announce(prefix, key, value, sharded)
-  if sharded == '1' and pcall(redis.call, 'SPUBLISH', shardChannel(prefix, key), value) then
+-- announce publishes the release of value on channel, the key's release
+-- channel (Go's keyspace.Channel names it, in the key's hash slot). On a
+-- Redis Cluster node (sharded is '1') it uses SPUBLISH (Redis 7.0 and
+-- later), so that the cluster does not broadcast it to every shard; where
+-- SPUBLISH is unknown it falls back to PUBLISH on the same channel, which
+-- the subscribers then use too.
+local function announce(channel, value, sharded)
+  if sharded == '1' and pcall(redis.call, 'SPUBLISH', channel, value) then
     return
   end
-  redis.call('PUBLISH', prefix .. key, value)
+  redis.call('PUBLISH', channel, value)
 end
 
 -- attemptOf returns the attempt number of v when v is a value of the
@@ -131,10 +103,70 @@ local function dropEarlier(key, id, n)
   end
 end
 
--- expireAtLeast sets key's TTL to ms, unless it already lives longer: other
--- acquisitions of the same owner may count on that.
+-- The expiry rule. Copies of one request reach a node in any order, over
+-- different connections, long after their sender gave up; and an Extend
+-- may have lengthened what an acquire set. So no script ever shortens the
+-- expiry of a key, hash field or sorted-set member that holds our value:
+-- every expiry a script writes goes through the functions below, which
+-- only lengthen. scripts_test.go checks that no script writes one any
+-- other way. expireAtLatest is the one exception, and says why.
+
+-- expireAtLeast sets key's TTL to ms, unless it already lives longer.
 local function expireAtLeast(key, ms)
   if redis.call('PTTL', key) < tonumber(ms) then
     redis.call('PEXPIRE', key, ms)
+  end
+end
+
+-- setAtLeast makes the string key hold value for at least ms: a key that
+-- already holds value keeps its TTL when that is longer (a late copy of
+-- the acquire, after an Extend); any other key is overwritten.
+local function setAtLeast(key, value, ms)
+  if redis.pcall('GET', key) == value then
+    expireAtLeast(key, ms)
+  else
+    redis.call('SET', key, value, 'PX', ms)
+  end
+end
+
+-- expireAtAtLeast sets key's expiry to at, in milliseconds on this node's
+-- clock (now), unless it already lives longer.
+local function expireAtAtLeast(key, at, now)
+  if redis.call('PTTL', key) < at - now then
+    redis.call('PEXPIREAT', key, string.format('%.0f', at))
+  end
+end
+
+-- expireAtLatest sets key's expiry to latest, the latest expiry of the
+-- live holders left in it, after the caller removed its own: the only
+-- expiry that may shorten a key, since every holder left in it counts on
+-- its own expiry (a hash field), which is at most latest.
+local function expireAtLatest(key, latest)
+  redis.call('PEXPIREAT', key, string.format('%.0f', latest))
+end
+
+-- hsetAtLeast sets the hash field of key to the expiry e (milliseconds on
+-- this node's clock), unless it already holds a later one.
+local function hsetAtLeast(key, field, e)
+  local cur = redis.call('HGET', key, field)
+  if not cur or tonumber(cur) < e then
+    redis.call('HSET', key, field, string.format('%.0f', e))
+  end
+end
+
+-- zaddAtLeast scores member of the sorted set key with the expiry e
+-- (milliseconds on this node's clock), unless it already has a later one.
+local function zaddAtLeast(key, member, e)
+  local cur = redis.call('ZSCORE', key, member)
+  if not cur or tonumber(cur) < e then
+    redis.call('ZADD', key, e, member)
+  end
+end
+
+-- hdelAll deletes fields of key in chunks: Lua's unpack fails past about
+-- 8000 values, and lapsed holders may leave more fields than that.
+local function hdelAll(key, fields)
+  for i = 1, #fields, 1000 do
+    redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields)))
   end
 end

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlockgo/redlock/internal/keyspace"
 	"github.com/redlockgo/redlock/internal/redistest"
 )
 
@@ -351,7 +352,7 @@ func TestUncontendedCommandsOnTheServers(t *testing.T) {
 		}
 		marked := 0
 		for _, p := range probes {
-			if n, _ := p.Exists(t.Context(), waitingKey("contended")).Result(); n == 1 {
+			if n, _ := p.Exists(t.Context(), keyspace.Waiting("contended")).Result(); n == 1 {
 				marked++
 			}
 		}

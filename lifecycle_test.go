@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
 // lifecycleNodes gives the lifecycle tests five nodes whose TTLs run in real
@@ -407,7 +409,7 @@ func marked(t *testing.T, cs []redis.UniversalClient, key string) bool {
 		return false
 	}
 	for _, rc := range cs {
-		if n, err := rc.Exists(t.Context(), waitingKey(key)).Result(); err != nil || n == 0 {
+		if n, err := rc.Exists(t.Context(), keyspace.Waiting(key)).Result(); err != nil || n == 0 {
 			return false
 		}
 	}

@@ -166,7 +166,7 @@ func (l *Lock) release(ctx context.Context, over bool) error {
 		timeout: l.cfg.releaseTimeout(),
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
-			*j = releaseJob{leg: *lg, t: l.t, value: &at.value, prefix: releasePrefix, unlock: l, until: until}
+			*j = releaseJob{leg: *lg, t: l.t, value: &at.value, announce: true, unlock: l, until: until}
 			switch at.claimRelease(lg.n.index, j) {
 			case releaseNow:
 				lg.n.pipe.submit(j)

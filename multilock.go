@@ -3,10 +3,11 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
 // LockMulti acquires one lock over several keys, all or nothing, waiting as
@@ -55,6 +56,9 @@ func (c *Client) target(keys []string, cfg *config) (*target, error) {
 		}
 		seen[k] = i
 		t.rkeys[i] = cfg.keyPrefix + k
+		if err := keyspace.Check(t.rkeys[i]); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
 	}
 	if cfg.reader {
 		if err := checkReader(keys, cfg); err != nil {
@@ -71,7 +75,7 @@ func (c *Client) target(keys []string, cfg *config) (*target, error) {
 	if cfg.fencing {
 		t.fence = make([]string, len(keys))
 		for i, rk := range t.rkeys {
-			t.fence[i] = fenceKey(rk)
+			t.fence[i] = keyspace.Fence(rk)
 		}
 	}
 	if err := c.checkSlots(t); err != nil {
@@ -79,26 +83,6 @@ func (c *Client) target(keys []string, cfg *config) (*target, error) {
 	}
 	t.box()
 	return t, nil
-}
-
-// fenceKey names the fence counter of a lock key. It stays in the key's hash
-// slot, so that one script can touch both on a Redis Cluster.
-func fenceKey(rkey string) string {
-	if hashTag(rkey) != rkey {
-		return rkey + ":fence"
-	}
-	return "{" + rkey + "}:fence"
-}
-
-// waitingKey names the marker that a waiting Lock call sets beside a lock
-// key, so that the release is announced only when someone may be waiting.
-// It stays in the key's hash slot. holds.lua's waitingKey builds the same
-// name.
-func waitingKey(rkey string) string {
-	if hashTag(rkey) != rkey {
-		return rkey + ":waiting"
-	}
-	return "{" + rkey + "}:waiting"
 }
 
 // checkSlots refuses, on a Redis Cluster node, keys that do not share a hash
@@ -117,41 +101,13 @@ func (c *Client) checkSlots(t *target) error {
 	if !cluster {
 		return nil
 	}
-	first := keySlot(keys[0])
+	first := keyspace.Slot(keys[0])
 	for _, k := range keys[1:] {
-		if keySlot(k) != first {
+		if keyspace.Slot(k) != first {
 			return fmt.Errorf("%w: keys %q and %q are in different hash slots of a Redis Cluster: "+
 				"use hash tags so that they share one, such as {order:42}:a and {order:42}:b",
 				ErrInvalidOption, keys[0], k)
 		}
 	}
 	return nil
-}
-
-// hashTag returns the part of key that Redis Cluster hashes: the text between
-// the first { and the next }, when that is not empty, else the whole key.
-func hashTag(key string) string {
-	if s := strings.IndexByte(key, '{'); s >= 0 {
-		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
-			return key[s+1 : s+1+e]
-		}
-	}
-	return key
-}
-
-// keySlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
-// tag, modulo 16384.
-func keySlot(key string) uint16 {
-	var crc uint16
-	for _, b := range []byte(hashTag(key)) {
-		crc ^= uint16(b) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
 }

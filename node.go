@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
 var (
@@ -70,31 +72,42 @@ type target struct {
 	// permits is the number of permits of a semaphore, and 0 for a lock.
 	permits int
 
+	// waiting and chans are the keys' waiting markers and release
+	// channels (see internal/keyspace).
+	waiting, chans []string
+
 	// The same, boxed once for the commands' arguments: rkeys, then
-	// scriptKeys, then owner.
-	kargs, skargs []any
-	ownerArg      any
-	// plainKeys are the KEYS of releaseplain.lua when the target is
-	// plainSingle: the key and its waiting marker. nil otherwise, and for
-	// a semaphore's permit.
-	plainKeys []any
+	// scriptKeys, then the lock keys followed by their waiting markers (the
+	// KEYS of the release scripts and of rlock.lua), then the channels,
+	// then owner.
+	kargs, skargs, relKeys, chanArgs []any
+	ownerArg                         any
 }
 
-// box fills the target's boxed arguments.
+// box names the target's markers and channels, and fills its boxed
+// arguments.
 func (t *target) box() {
+	n := len(t.rkeys)
+	t.waiting, t.chans = make([]string, n), make([]string, n)
+	for i, rk := range t.rkeys {
+		t.waiting[i], t.chans[i] = keyspace.Waiting(rk), keyspace.Channel(rk)
+	}
 	keys := t.scriptKeys()
-	// One array for them all; kargs and skargs are capped, so that no
-	// append to them can write over the marker of plainKeys.
-	boxed := make([]any, len(keys), len(keys)+1)
+	boxed := make([]any, len(keys)+3*n)
 	for i, k := range keys {
 		boxed[i] = k
 	}
-	t.skargs = boxed[:len(keys):len(keys)]
-	t.kargs = boxed[:len(t.rkeys):len(t.rkeys)]
-	t.ownerArg = t.owner
-	if t.plainSingle() {
-		t.plainKeys = append(boxed, waitingKey(t.rkeys[0]))
+	rel := boxed[len(keys) : len(keys)+2*n]
+	for i := range n {
+		rel[i], rel[n+i] = t.rkeys[i], t.waiting[i]
+		boxed[len(keys)+2*n+i] = t.chans[i]
 	}
+	// Each capped, so that no append to one writes over the next.
+	t.skargs = boxed[:len(keys):len(keys)]
+	t.kargs = boxed[:n:n]
+	t.relKeys = rel[: 2*n : 2*n]
+	t.chanArgs = boxed[len(keys)+2*n:]
+	t.ownerArg = t.owner
 }
 
 // scriptKeys returns the lock keys, followed by the fence counters when there
@@ -289,7 +302,7 @@ func (n *node) acquireHow(t *target, tk token, cfg *config) acquireCmd {
 // rextend.lua for a reader.
 func (t *target) extendCmd(dst []any, eval bool, value any, ttl time.Duration) *redis.Cmd {
 	if t.reader {
-		return evalCmd(dst, &luaRExtend, eval, t.kargs, value, ttl.Milliseconds())
+		return evalCmd(dst, &luaRExtend, eval, t.kargs, nil, value, ttl.Milliseconds())
 	}
-	return evalCmd(dst, t.lua(&luaExtend, &luaSemExtend), eval, t.kargs, value, t.ownerArg, ttl.Milliseconds())
+	return evalCmd(dst, t.lua(&luaExtend, &luaSemExtend), eval, t.kargs, nil, value, t.ownerArg, ttl.Milliseconds())
 }

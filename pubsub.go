@@ -10,24 +10,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
-// releasePrefix starts the name of every release channel.
-const releasePrefix = "redlock:released:"
-
 // releaseChannel is the pub/sub channel on which Unlock announces the release
-// of a Redis key. Waiters subscribe to it to retry at once.
-func releaseChannel(rkey string) string { return releasePrefix + rkey }
-
-// shardChannel is the release channel of rkey on a Redis Cluster node: a
-// shard channel in the key's hash slot (the key's hash tag, or the whole key
-// in braces), as holds.lua's shardChannel builds it.
-func shardChannel(rkey string) string {
-	if hashTag(rkey) != rkey {
-		return releasePrefix + rkey
-	}
-	return releasePrefix + "{" + rkey + "}"
-}
+// of rkey (see internal/keyspace). On a Redis Cluster node it is a shard
+// channel in the key's hash slot.
+func releaseChannel(rkey string) string { return keyspace.Channel(rkey) }
 
 // waitlist wakes a Client's waiting Lock calls when their key is released.
 // While any of them waits, it holds one subscription connection per node,
@@ -104,7 +94,7 @@ type waiter struct {
 // waiter; its reader goroutine dispatches the messages.
 //
 // On a Redis Cluster node, releases come on shard channels (see
-// shardChannel), which a master serves for its own slots only: the control
+// releaseChannel), which a master serves for its own slots only: the control
 // goroutine subscribes each channel with SSUBSCRIBE on the master of its
 // slot, over one connection per master, each with a reader of its own. A
 // server without SSUBSCRIBE (before 7.0) announces on the plain channel, and
@@ -376,7 +366,7 @@ func (w *waitlist) control(ns *nodeSub) {
 // channel. A server that does not know SSUBSCRIBE says so to the reader,
 // which then switches the node to plain channels (see toPlain).
 func (w *waitlist) shardOp(ctx context.Context, ns *nodeSub, op subOp) {
-	sch := shardChannel(strings.TrimPrefix(op.ch, releasePrefix))
+	sch := op.ch // in the key's slot already
 	if !op.subscribe {
 		// Forgotten first, so that the reader takes the server's
 		// confirmation for ours, not for a slot that moved.
@@ -445,7 +435,7 @@ func (w *waitlist) toPlain(ns *nodeSub) {
 // slotMaster returns the client of the master that serves ch's slot now,
 // as CLUSTER SLOTS tells it.
 func slotMaster(ctx context.Context, cc *redis.ClusterClient, ch string) (*redis.Client, error) {
-	slot := int(keySlot(ch))
+	slot := int(keyspace.Slot(ch))
 	ranges, err := cc.ClusterSlots(ctx).Result()
 	if err != nil {
 		return nil, err

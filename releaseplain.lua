@@ -2,15 +2,15 @@
 -- on a node that is not a Redis Cluster node. It does there what release.lua
 -- does, and returns the same, for what a plain compare-and-delete costs:
 -- without the prelude (holds.lua), whose functions Redis would make anew on
--- every call, and with the waiting marker's name given rather than built.
+-- every call.
 -- The other cases (several keys, an owner lock, a semaphore, a cluster
 -- node) use release.lua.
 --
 -- KEYS[1]: the lock key.
--- KEYS[2]: its waiting marker (see waitingKey).
+-- KEYS[2]: its waiting marker.
 -- ARGV[1]: the value to release.
--- ARGV[2]: the prefix of the release channels, or '' to announce nothing
---          and leave the marker (a rollback).
+-- ARGV[2]: the key's release channel, or '' to announce nothing and leave
+--          the marker (a rollback).
 --
 -- Returns 1 when the key held the value, and deletes it; -1 when it held
 -- something else (another value, or another type); 0 when it was gone.
@@ -19,7 +19,7 @@ if v == ARGV[1] then
   if ARGV[2] == '' then
     redis.call('DEL', KEYS[1])
   elseif redis.call('DEL', KEYS[1], KEYS[2]) > 1 then
-    redis.call('PUBLISH', ARGV[2] .. KEYS[1], ARGV[1])
+    redis.call('PUBLISH', ARGV[2], ARGV[1])
   end
   return 1
 end

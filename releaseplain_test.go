@@ -7,6 +7,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
 // TestReleasePlainAgreesWithRelease runs releaseplain.lua and release.lua on
@@ -28,22 +30,21 @@ func TestReleasePlainAgreesWithRelease(t *testing.T) {
 
 func releaseScriptsAgree(t *testing.T, rc *redis.Client) {
 	const (
-		key    = "rp"
-		value  = "0b7e2f9c-5a61-4a3e-9d1b-2c4f6e8a0b1d.1"
-		prefix = "redlock:release:"
+		key   = "rp"
+		value = "0b7e2f9c-5a61-4a3e-9d1b-2c4f6e8a0b1d.1"
 	)
-	marker := waitingKey(key)
+	marker, channel := keyspace.Waiting(key), keyspace.Channel(key)
 	cases := []struct {
-		name   string
-		setup  func(ctx context.Context)
-		prefix string
-		want   int64
+		name    string
+		setup   func(ctx context.Context)
+		channel string // "" for a rollback
+		want    int64
 	}{
 		{"held, a waiter marked it", func(ctx context.Context) {
 			rc.Set(ctx, key, value, 0)
 			rc.Set(ctx, marker, "1", 0)
-		}, prefix, 1},
-		{"held, nobody waits", func(ctx context.Context) { rc.Set(ctx, key, value, 0) }, prefix, 1},
+		}, channel, 1},
+		{"held, nobody waits", func(ctx context.Context) { rc.Set(ctx, key, value, 0) }, channel, 1},
 		{"held, a rollback leaves the marker", func(ctx context.Context) {
 			rc.Set(ctx, key, value, 0)
 			rc.Set(ctx, marker, "1", 0)
@@ -51,9 +52,9 @@ func releaseScriptsAgree(t *testing.T, rc *redis.Client) {
 		{"another value", func(ctx context.Context) {
 			rc.Set(ctx, key, value+"0", 0)
 			rc.Set(ctx, marker, "1", 0)
-		}, prefix, -1},
-		{"gone", func(ctx context.Context) { rc.Set(ctx, marker, "1", 0) }, prefix, 0},
-		{"another type", func(ctx context.Context) { rc.HSet(ctx, key, "owner", "o") }, prefix, -1},
+		}, channel, -1},
+		{"gone", func(ctx context.Context) { rc.Set(ctx, marker, "1", 0) }, channel, 0},
+		{"another type", func(ctx context.Context) { rc.HSet(ctx, key, "owner", "o") }, channel, -1},
 	}
 	type result struct {
 		reply          int64
@@ -64,7 +65,7 @@ func releaseScriptsAgree(t *testing.T, rc *redis.Client) {
 		ctx := t.Context()
 		require.NoError(t, rc.FlushAll(ctx).Err())
 		setup(ctx)
-		ps := rc.Subscribe(ctx, prefix+key)
+		ps := rc.Subscribe(ctx, channel)
 		defer ps.Close()
 		_, err := ps.Receive(ctx) // the subscription is in place
 		require.NoError(t, err)
@@ -74,7 +75,7 @@ func releaseScriptsAgree(t *testing.T, rc *redis.Client) {
 		r.key = rc.Type(ctx, key).Val() + ":" + rc.Get(ctx, key).Val()
 		r.markerVal = rc.Get(ctx, marker).Val()
 		// The test's own message ends the ones the script sent.
-		require.NoError(t, rc.Publish(ctx, prefix+key, "end").Err())
+		require.NoError(t, rc.Publish(ctx, channel, "end").Err())
 		for {
 			msg, err := ps.ReceiveMessage(ctx)
 			require.NoError(t, err)
@@ -87,10 +88,14 @@ func releaseScriptsAgree(t *testing.T, rc *redis.Client) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			full := run(t, tc.setup, func(ctx context.Context) (int64, error) {
-				return releaseScript.Run(ctx, rc, []string{key}, value, "", tc.prefix, "0").Int64()
+				args := []any{value, "", "0"}
+				if tc.channel != "" {
+					args = append(args, tc.channel)
+				}
+				return releaseScript.Run(ctx, rc, []string{key, marker}, args...).Int64()
 			})
 			plain := run(t, tc.setup, func(ctx context.Context) (int64, error) {
-				return releasePlainScript.Run(ctx, rc, []string{key, marker}, value, tc.prefix).Int64()
+				return releasePlainScript.Run(ctx, rc, []string{key, marker}, value, tc.channel).Int64()
 			})
 			require.Equal(t, tc.want, full.reply, "release.lua's reply")
 			require.Equal(t, full, plain, "releaseplain.lua must do what release.lua does")

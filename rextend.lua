@@ -18,9 +18,6 @@ local now = nodeMillis()
 if r[1] ~= 'read' or not r[2] or tonumber(r[2]) <= now then
   return 0
 end
-local e = now + ttl
-if e > tonumber(r[2]) then
-  redis.call('HSET', key, f, string.format('%.0f', e))
-end
+hsetAtLeast(key, f, now + ttl)
 expireAtLeast(key, ttl)
 return 1

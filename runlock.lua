@@ -8,14 +8,15 @@
 -- latest live reader's.
 --
 -- KEYS[1]: the lock key.
+-- KEYS[2]: its waiting marker.
 -- ARGV[1]: the reader's value.
--- ARGV[2]: the prefix of the release channels, or '' to announce nothing
---          (a rollback).
--- ARGV[3]: '1' on a Redis Cluster node: announce on the shard channel.
+-- ARGV[2]: the key's release channel, or '' to announce nothing (a
+--          rollback).
+-- ARGV[3]: '1' on a Redis Cluster node: announce with SPUBLISH.
 --
 -- Returns 1 when the reader was there and live; 0 when it was gone or had
 -- expired; -1 when the key holds something else than a read lock.
-local key, value, prefix, sharded = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local key, value, channel, sharded = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local typ = redis.call('TYPE', key).ok
 if typ == 'none' then
   return 0
@@ -43,19 +44,19 @@ for i = 1, #all, 2 do
   end
 end
 if latest == 0 then
-  local w = waitingKey(key)
+  local w = KEYS[2]
   redis.call('DEL', key)
-  if prefix ~= '' then
+  if channel ~= '' then
     local m = redis.call('GET', w)
     if m then
       if m ~= '1' then
         redis.call('DEL', w)
       end
-      announce(prefix, key, value, sharded)
+      announce(channel, value, sharded)
     end
   end
   return ret
 end
-redis.call('HDEL', key, unpack(drop))
-redis.call('PEXPIREAT', key, string.format('%.0f', latest))
+hdelAll(key, drop)
+expireAtLatest(key, latest)
 return ret

@@ -11,6 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
 // rwNodes gives a read-write test five nodes whose TTLs and TIME run in
@@ -186,7 +188,7 @@ func TestRWWaitingWriterBlocksNewReaders(t *testing.T) {
 		require.Eventually(t, func() bool {
 			n := 0
 			for _, rc := range cs {
-				if v, _ := rc.Get(context.Background(), waitingKey(key)).Result(); v == "1" {
+				if v, _ := rc.Get(context.Background(), keyspace.Waiting(key)).Result(); v == "1" {
 					n++
 				}
 			}
@@ -231,7 +233,7 @@ func TestRWWriterThatGivesUpTakesItsMarkerBack(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Eventually(t, func() bool {
 			for _, rc := range cs {
-				if n, _ := rc.Exists(context.Background(), waitingKey(key)).Result(); n != 0 {
+				if n, _ := rc.Exists(context.Background(), keyspace.Waiting(key)).Result(); n != 0 {
 					return false
 				}
 			}
@@ -247,12 +249,12 @@ func TestRWWriterThatGivesUpTakesItsMarkerBack(t *testing.T) {
 		// releases.
 		for i, rc := range cs {
 			bg := context.Background()
-			require.NoError(t, rc.Set(bg, waitingKey(key), "r", time.Minute).Err())
-			n, err := rc.Eval(bg, unmarkSrc, []string{waitingKey(key)}).Int()
+			require.NoError(t, rc.Set(bg, keyspace.Waiting(key), "r", time.Minute).Err())
+			n, err := rc.Eval(bg, unmarkSrc, []string{keyspace.Waiting(key)}).Int()
 			require.NoError(t, err)
 			require.Zero(t, n, "node %d: a reader's marker was deleted", i)
-			require.NoError(t, rc.Set(bg, waitingKey(key), "1", time.Minute).Err())
-			n, err = rc.Eval(bg, unmarkSrc, []string{waitingKey(key)}).Int()
+			require.NoError(t, rc.Set(bg, keyspace.Waiting(key), "1", time.Minute).Err())
+			n, err = rc.Eval(bg, unmarkSrc, []string{keyspace.Waiting(key)}).Int()
 			require.NoError(t, err)
 			require.Equal(t, 1, n, "node %d: a writer's marker was kept", i)
 		}
@@ -278,7 +280,7 @@ func TestRLockWaitingReaderWakesOnWriterUnlock(t *testing.T) {
 		// its marker is there, on a quorum: wait for both on every node.
 		for i, rc := range cs {
 			require.Eventually(t, func() bool {
-				v, _ := rc.Get(context.Background(), waitingKey(key)).Result()
+				v, _ := rc.Get(context.Background(), keyspace.Waiting(key)).Result()
 				subs, _ := rc.PubSubNumSub(context.Background(), releaseChannel(key)).Result()
 				return v == "r" && subs[releaseChannel(key)] > 0
 			}, 5*time.Second, time.Millisecond, "node %d: the reader never marked the key and subscribed", i)

@@ -17,7 +17,7 @@
 -- ARGV[5]: the attempt's number.
 --
 -- Returns 1 when the permit was taken (or already held by this attempt:
--- go-redis sent the request twice), 0 when every permit is held or the key
+-- go-redis sent the request twice, and the permit keeps a later expiry), 0 when every permit is held or the key
 -- is something else, and the error 'PERMITS <k>' when live holders use a
 -- different number of permits k.
 if redis.replicate_commands then
@@ -63,11 +63,11 @@ if kind == 'zset' then
     return 0
   end
 end
-redis.call('ZADD', key, -permits, '#permits', now + ttl, value)
+redis.call('ZADD', key, -permits, '#permits')
+-- A permit this attempt already holds keeps a later expiry: an Extend may
+-- have lengthened it before this late copy came.
+zaddAtLeast(key, value, now + ttl)
 -- The key lives as long as its longest-lived holder.
 local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-local left = tonumber(last[2]) - now
-if redis.call('PTTL', key) < left then
-  redis.call('PEXPIRE', key, left)
-end
+expireAtLeast(key, tonumber(last[2]) - now)
 return 1

@@ -141,7 +141,6 @@ func (s *Semaphore) target(cfg *config) (*target, error) {
 		return nil, err
 	}
 	t.permits, t.quorum = s.permits, semaphoreQuorum(len(s.c.nodes), s.permits)
-	t.plainKeys = nil // a permit is released by semrelease.lua
 	if cfg.majoritySemaphore {
 		t.quorum = s.c.quorum
 	}

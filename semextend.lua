@@ -22,10 +22,6 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if not score or tonumber(score) <= now then
   return 0
 end
-if tonumber(score) < now + ttl then
-  redis.call('ZADD', key, now + ttl, value)
-end
-if redis.call('PTTL', key) < ttl then
-  redis.call('PEXPIRE', key, ttl)
-end
+zaddAtLeast(key, value, now + ttl)
+expireAtLeast(key, ttl)
 return 1

@@ -569,9 +569,9 @@ var (
 )
 
 // evalCmd builds EVALSHA of a script, or EVAL when eval is set, with its
-// arguments in dst's backing array when they fit: a job keeps one, so that
-// the hot path does not allocate them.
-func evalCmd(dst []any, ls *luaScript, eval bool, keys []any, args ...any) *redis.Cmd {
+// KEYS, then args and tail as its ARGV, in dst's backing array when they
+// fit: a job keeps one, so that the hot path does not allocate them.
+func evalCmd(dst []any, ls *luaScript, eval bool, keys, tail []any, args ...any) *redis.Cmd {
 	dst = dst[:0]
 	if eval {
 		dst = append(dst, "eval", ls.src)
@@ -581,6 +581,7 @@ func evalCmd(dst []any, ls *luaScript, eval bool, keys []any, args ...any) *redi
 	dst = append(dst, len(keys))
 	dst = append(dst, keys...)
 	dst = append(dst, args...)
+	dst = append(dst, tail...)
 	return redis.NewCmd(context.Background(), dst...)
 }
 
@@ -632,16 +633,16 @@ func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
 		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx")...)
 	case cmdEvalSha, cmdEval:
 		if t.reader {
-			j.cmd = evalCmd(nil, &luaRLock, j.how == cmdEval, t.kargs, rlockArgs(tk, j.ttlArg, j.cfg)...)
+			j.cmd = evalCmd(nil, &luaRLock, j.how == cmdEval, t.relKeys, nil, rlockArgs(tk, j.ttlArg, j.cfg)...)
 			break
 		}
 		fallthrough
 	default:
 		if t.permits > 0 {
-			j.cmd = evalCmd(nil, &luaSemAcquire, j.how == cmdEval, t.skargs, semAcquireArgs(t, tk, j.ttl)...)
+			j.cmd = evalCmd(nil, &luaSemAcquire, j.how == cmdEval, t.skargs, nil, semAcquireArgs(t, tk, j.ttl)...)
 			break
 		}
-		j.cmd = evalCmd(nil, &luaAcquire, j.how == cmdEval, t.skargs, acquireArgs(t, tk, j.ttl)...)
+		j.cmd = evalCmd(nil, &luaAcquire, j.how == cmdEval, t.skargs, nil, acquireArgs(t, tk, j.ttl)...)
 	}
 	cmds = append(cmds, j.cmd)
 	if j.cfg.guard {
@@ -742,10 +743,10 @@ func acquireArgs(t *target, tk token, ttl time.Duration) []any {
 // the acquisition.
 type releaseJob struct {
 	leg
-	t      *target
-	value  *token
-	prefix string // the release channels' prefix; "" to announce nothing
-	eval   bool
+	t        *target
+	value    *token
+	announce bool // announce the release to waiters; false for a rollback
+	eval     bool
 
 	// unlock, when set, is the Lock that Unlock releases: a resent
 	// release may count as done (see Lock.release).
@@ -781,13 +782,18 @@ func (j *releaseJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// once means it did nothing, so the EVAL starts a new count.
 	j.sent.b = j.value.raw
 	j.sent.n.Store(0)
+	var chans []any // the release channels: none for a rollback
+	var channel any = ""
+	if j.announce {
+		chans, channel = j.t.chanArgs, j.t.chanArgs[0]
+	}
 	switch {
 	case j.t.reader:
-		j.cmd = evalCmd(j.args[:0], &luaRUnlock, j.eval, j.t.kargs, &j.sent, j.prefix, j.n.shardArg)
-	case j.t.plainKeys != nil && j.n.cluster == nil:
-		j.cmd = evalCmd(j.args[:0], &luaReleasePlain, j.eval, j.t.plainKeys, &j.sent, j.prefix)
+		j.cmd = evalCmd(j.args[:0], &luaRUnlock, j.eval, j.t.relKeys, nil, &j.sent, channel, j.n.shardArg)
+	case j.t.plainSingle() && j.n.cluster == nil:
+		j.cmd = evalCmd(j.args[:0], &luaReleasePlain, j.eval, j.t.relKeys, nil, &j.sent, channel)
 	default:
-		j.cmd = evalCmd(j.args[:0], j.t.lua(&luaRelease, &luaSemRelease), j.eval, j.t.kargs, &j.sent, j.t.ownerArg, j.prefix, j.n.shardArg)
+		j.cmd = evalCmd(j.args[:0], j.t.lua(&luaRelease, &luaSemRelease), j.eval, j.t.relKeys, chans, &j.sent, j.t.ownerArg, j.n.shardArg)
 	}
 	return append(cmds, j.cmd)
 }
@@ -871,7 +877,7 @@ func (j *fenceJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *fenceJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	t := j.t
-	j.cmd = evalCmd(nil, &luaFence, j.eval, t.skargs, j.value, t.ownerArg, j.fence, len(t.rkeys))
+	j.cmd = evalCmd(nil, &luaFence, j.eval, t.skargs, nil, j.value, t.ownerArg, j.fence, len(t.rkeys))
 	return append(cmds, j.cmd)
 }
 
