@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -425,6 +426,7 @@ func TestRWMixedReadersAndWritersNeverOverlap(t *testing.T) {
 			mu               sync.Mutex
 			readers, writers int
 			maxReaders       int
+			unconfirmed      atomic.Int32
 		)
 		enter := func(write bool) {
 			mu.Lock()
@@ -473,14 +475,21 @@ func TestRWMixedReadersAndWritersNeverOverlap(t *testing.T) {
 					enter(write)
 					time.Sleep(time.Duration(rnd.IntN(2000)) * time.Microsecond)
 					leave(write)
-					if err := l.Unlock(t.Context()); err != nil {
-						t.Errorf("unlock, write=%v: %v", write, err)
+					if err := l.Unlock(t.Context()); errors.Is(err, ErrUnconfirmed) {
+						// A loaded machine may answer after Unlock's bounded
+						// wait: the keys still go, and the TTL is the bound.
+						unconfirmed.Add(1)
+					} else if err != nil {
+						t.Errorf("unlock, write=%v: got %v, want nil or ErrUnconfirmed", write, err)
 						return
 					}
 				}
 			})
 		}
 		wg.Wait()
+		if n := unconfirmed.Load(); n > 0 {
+			t.Logf("%d releases unconfirmed within Unlock's wait", n)
+		}
 		t.Logf("at most %d readers at once", maxReaders)
 	})
 }

@@ -68,9 +68,10 @@ func TestRunDemo(t *testing.T) {
 		}
 	})
 
-	require.Equal(t, exitOK, rep.exitCode(), "exit code: got %d, want %d", rep.exitCode(), exitOK)
+	// The causes first, so that a failure under load says which it was.
 	require.Empty(t, rep.overlaps, "overlaps: got %d, want 0", len(rep.overlaps))
 	require.Positive(t, rep.acquisitions, "acquisitions: got %d, want > 0", rep.acquisitions)
+	require.Equal(t, exitOK, rep.exitCode(), "exit code: got %d, want %d", rep.exitCode(), exitOK)
 	require.Zero(t, rep.lockErrs, "lock errors: got %d, want 0", rep.lockErrs)
 
 	// Both kills happened, and the summary has a row per phase.
