@@ -225,14 +225,40 @@ const (
 // Check writes to find an ACL that does not cover them.
 const checkKey = "redlock-check"
 
-// checkKeysSrc writes each of its keys that is missing, and deletes it at
-// once: a key that exists, maybe someone's lock, is left alone.
-const checkKeysSrc = `for i = 1, #KEYS do
-  if redis.call('SET', KEYS[i], ARGV[1], 'PX', 1000, 'NX') then
-    redis.call('DEL', KEYS[i])
+// checkKeysSrc runs, on a probe lock key and the marker and fence counter
+// derived from it, each command that the lock scripts run, so that an ACL
+// that refuses one of them inside a script shows (a reader, a permit or a
+// new fence counter calls TIME, for one). It writes only where all three
+// keys are missing, gives each key a TTL as soon as it exists, deletes them
+// at once, and returns '' or the first refusal, as "COMMAND: error".
+const checkKeysSrc = `local k, w, f, v = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+local function try(...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    return false, (...) .. ': ' .. r.err
+  end
+  return true, r
+end
+local ok, r = try('TIME')
+if not ok then return r end
+ok, r = try('EXISTS', k, w, f)
+if not ok then return r end
+if r ~= 0 then return '' end
+for _, c in ipairs({
+  {'SET', k, v, 'PX', '1000', 'NX'}, {'PTTL', k}, {'PEXPIRE', k, '1000'}, {'GET', k}, {'TYPE', k}, {'DEL', k},
+  {'HSET', k, 'mode', 'read'}, {'PEXPIRE', k, '1000'}, {'HGET', k, 'mode'}, {'HMGET', k, 'mode'}, {'HKEYS', k},
+  {'HGETALL', k}, {'HLEN', k}, {'HDEL', k, 'mode'}, {'DEL', k},
+  {'ZADD', k, '1', v}, {'PEXPIRE', k, '1000'}, {'ZSCORE', k, v}, {'ZRANGE', k, '0', '-1', 'WITHSCORES'},
+  {'ZREMRANGEBYSCORE', k, '0', '0'}, {'ZCARD', k}, {'ZREM', k, v}, {'DEL', k},
+  {'SET', w, '1', 'PX', '1000'}, {'DEL', w}, {'INCR', f}, {'PEXPIRE', f, '1000'}, {'DEL', f},
+}) do
+  ok, r = try(unpack(c))
+  if not ok then
+    redis.pcall('DEL', k, w, f)
+    return r
   end
 end
-return 1`
+return ''`
 
 // checkSrc is a script that only returns, to see that EVAL and EVALSHA work.
 const checkSrc = "return 1"
@@ -431,6 +457,7 @@ type nodeFacts struct {
 	readOnly   error            // a READONLY reply to any command
 	denied     []string         // commands refused with NOPERM
 	keysDenied error            // NOPERM to the probe's lock keys
+	scriptErr  string           // a command the lock scripts run, refused inside the probe's script
 	chanDenied error            // NOPERM to the probe's release channel
 	errs       map[string]error // why a check could not read its setting, by check
 	aofKnown   bool             // AppendOnly was read
@@ -481,6 +508,8 @@ func (n *node) facts(p *probe, second *clockSample, wait time.Duration) nodeFact
 	}
 	if err := p.keys.Err(); redis.IsPermissionError(err) {
 		f.keysDenied = err
+	} else if err == nil {
+		f.scriptErr, _ = p.keys.Val().(string)
 	}
 	if err := p.publish.Err(); redis.IsPermissionError(err) {
 		f.chanDenied = err
@@ -939,6 +968,12 @@ func (c *Client) checkACL(f *nodeFacts, add addFunc) {
 		if name == "EVAL" || name == "EVALSHA" {
 			continue // a scripting finding
 		}
+		if name == "TIME" {
+			// The lock scripts need it too: the probe script's finding
+			// says so, critical.
+			guardNeeds = true
+			continue
+		}
 		denied = append(denied, name)
 		guardNeeds = guardNeeds || name == "INFO server" || name == "TIME"
 	}
@@ -961,15 +996,21 @@ func (c *Client) checkKeyspace(f *nodeFacts, add addFunc) {
 	p := c.cfg.keyPrefix
 	if f.keysDenied != nil {
 		add(SeverityCritical, "acl", f, fmt.Sprintf("the user may not write the lock keys and the keys derived from them "+
-			"under the key prefix %q (%v): no lock can be taken or released on this node", p, f.keysDenied),
+			"under the key prefix %q (%v): the lock scripts cannot run on this node, so it cannot release any lock, "+
+			"nor take any but a plain one", p, f.keysDenied),
 			fmt.Sprintf("allow the keys: ACL SETUSER <user> ~%s* (see docs/DEPLOYMENT.md)", p))
+	}
+	if f.scriptErr != "" {
+		add(SeverityCritical, "acl", f, fmt.Sprintf("the server refused a command that the lock scripts run, run by a "+
+			"probe script on a key under the key prefix %q: %s", p, f.scriptErr),
+			"grant the user every command the scripts call (+@all, or see docs/DEPLOYMENT.md), and check the server's rename-command settings")
 	}
 	if f.chanDenied != nil {
 		add(SeverityCritical, "acl", f, fmt.Sprintf("the user may not publish on the release channels under the key prefix %q (%v): "+
 			"an Unlock that waiters marked fails on this node, and waiters are not woken", p, f.chanDenied),
 			fmt.Sprintf("allow the channels: ACL SETUSER <user> &%s* (see docs/DEPLOYMENT.md)", p))
 	}
-	if f.keysDenied == nil && f.chanDenied == nil && f.readOnly == nil {
+	if f.keysDenied == nil && f.scriptErr == "" && f.chanDenied == nil && f.readOnly == nil {
 		add(SeverityOK, "acl", f, fmt.Sprintf("the user may write the lock keys and channels under the key prefix %q", p), "")
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
 // Holding is what Inspect found about one lock key: each node's view, and
@@ -149,6 +151,9 @@ func (c *Client) Inspect(ctx context.Context, key string) (*Holding, error) {
 	defer c.leave()
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if err := keyspace.Check(c.cfg.keyPrefix + key); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	start := c.now()
 	nodes, err := c.readHoldings(ctx, c.cfg.keyPrefix+key, c.cfg.releaseTimeout())

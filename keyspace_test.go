@@ -54,6 +54,8 @@ func TestNaturalNamesAreIndependentLocks(t *testing.T) {
 			require.ErrorIs(t, err, ErrInvalidOption)
 			require.Contains(t, err.Error(), "reserves")
 		}
+		_, err := c.Inspect(ctx, "acct"+keyspace.Reserved+"fence")
+		require.ErrorIs(t, err, ErrInvalidOption, "Inspect refuses what Lock refuses")
 		l, err := c.TryLock(ctx, "redlock", WithKeyPrefix("x\x00"))
 		require.NoError(t, err, "a key with part of the reserved sequence")
 		require.NoError(t, l.Unlock(ctx))

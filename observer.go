@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 )
@@ -108,10 +109,11 @@ func (c *Client) callObserverQuietly(call func(Observer)) (p any, stack []byte) 
 // extensions. Done has closed before a loss is queued, and the renewer goes
 // on with the next lock while the Observer hears of the last. One goroutine
 // runs while events are queued, and delivers them one at a time, in order.
-// It is not in the Client's WaitGroup: an expiry timer may queue a loss
-// while Close waits on it, and once Close has returned every callback does
-// nothing, so the goroutine ends at once. Every Client has one, on its
-// renewer.
+// Close waits, within its grace, for the events queued before it (see
+// drain); the goroutine is not in the Client's WaitGroup, since an expiry
+// timer may queue a loss while Close waits on it, and once Close has
+// returned every callback does nothing, so the goroutine ends at once.
+// Every Client has one, on its renewer.
 type notifier struct {
 	c *Client
 
@@ -120,7 +122,16 @@ type notifier struct {
 	spare   []event         // guarded by mu; the last delivered queue, for reuse
 	running bool            // guarded by mu; the goroutine was started
 	logged  map[string]bool // guarded by mu; Observer methods whose panic was logged
+	dropped int             // guarded by mu; extension reports not queued since the last warning
+	// idle is signalled (buffered 1) each time the goroutine ends, for
+	// drain.
+	idle chan struct{}
 }
+
+// maxQueued bounds the queue for auto-extension reports: an Observer slower
+// than the renewals would otherwise make it grow without end. Past it they
+// are dropped, and counted in a warning; a loss is never dropped.
+const maxQueued = 1024
 
 // event is a loss (lost set) or an auto-extension.
 type event struct {
@@ -150,6 +161,11 @@ func (n *notifier) lost(key string, err error) {
 
 func (n *notifier) post(e event) {
 	n.mu.Lock()
+	if !e.lost && len(n.queue) >= maxQueued {
+		n.dropped++
+		n.mu.Unlock()
+		return
+	}
 	n.queue = append(n.queue, e)
 	start := !n.running
 	n.running = true
@@ -159,19 +175,47 @@ func (n *notifier) post(e event) {
 	}
 }
 
-// run delivers the queued events until none is left.
+// run delivers the queued events until none is left. An Observer that ends
+// the goroutine (runtime.Goexit, as t.FailNow does) is no panic to recover:
+// the events after its own are queued again, and a new goroutine goes on.
 func (n *notifier) run() {
+	var batch []event
+	next := 0 // the index in batch of the event being delivered
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		n.mu.Lock()
+		n.queue = append(slices.Clone(batch[min(next+1, len(batch)):]), n.queue...)
+		n.mu.Unlock()
+		go n.run() // running stays set
+	}()
 	for {
 		n.mu.Lock()
-		batch := n.queue
+		dropped := n.dropped
+		n.dropped = 0
+		batch = n.queue
 		if len(batch) == 0 {
 			n.running = false
 			n.mu.Unlock()
+			finished = true
+			select {
+			case n.idle <- struct{}{}:
+			default:
+			}
+			if dropped > 0 {
+				n.c.log.Warn("redlock: Observer slower than the renewals: auto-extension reports dropped", "dropped", dropped)
+			}
 			return
 		}
 		n.queue, n.spare = n.spare[:0], nil
 		n.mu.Unlock()
+		if dropped > 0 {
+			n.c.log.Warn("redlock: Observer slower than the renewals: auto-extension reports dropped", "dropped", dropped)
+		}
 		for i, e := range batch {
+			next = i
 			if e.lost {
 				n.c.observeLost(e.key, e.err)
 			} else {
@@ -182,6 +226,28 @@ func (n *notifier) run() {
 		n.mu.Lock()
 		n.spare = batch[:0]
 		n.mu.Unlock()
+		batch = nil
+	}
+}
+
+// drain waits until the events queued so far are delivered, or until d
+// has passed: Close calls it, so that a loss found before Close is still
+// reported.
+func (n *notifier) drain(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		n.mu.Lock()
+		running := n.running
+		n.mu.Unlock()
+		if !running {
+			return
+		}
+		select {
+		case <-n.idle:
+		case <-t.C:
+			return
+		}
 	}
 }
 

@@ -166,7 +166,10 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.waitlist.shutdown()
 	c.calls.Wait()
-	waitAtMost(&c.wg, c.closeGrace())
+	grace := time.Now().Add(c.closeGrace())
+	waitAtMost(&c.wg, time.Until(grace))
+	// The losses found before Close are still reported.
+	c.renewer.notify.drain(time.Until(grace))
 	c.quietMu.Lock()
 	c.quiet = true
 	c.quietMu.Unlock()

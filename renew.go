@@ -28,7 +28,7 @@ type renewer struct {
 }
 
 func newRenewer(c *Client) *renewer {
-	return &renewer{c: c, wake: make(chan struct{}, 1), notify: notifier{c: c}}
+	return &renewer{c: c, wake: make(chan struct{}, 1), notify: notifier{c: c, idle: make(chan struct{}, 1)}}
 }
 
 // renewal is a lock's place in the queue.
