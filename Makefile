@@ -3,14 +3,15 @@
 
 GO = go
 
-.PHONY: test demo redis-server
+.PHONY: test demo redis-server iptables
 
-# test installs redis-server when it is missing, so the real-Redis
-# integration tests run rather than skip, then vets and runs every test
+# test installs redis-server and iptables when they are missing, so the
+# real-Redis integration tests and the kernel partitions run rather than
+# skip, then vets and runs every test
 # under the race detector: the library, then the modules nested under
 # contrib/ and bench/ (whose tests run the real redsync beside our
 # readers and semaphores), which go test ./... does not reach.
-test: redis-server
+test: redis-server iptables
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 	cd contrib/otel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
@@ -32,3 +33,17 @@ redis-server:
 	if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo=sudo; fi; \
 	echo "redis-server not found: installing it with apt-get"; \
 	$$sudo apt-get update && $$sudo apt-get install -y redis-server
+
+# iptables installs iptables with apt-get when it is missing, for the
+# kernel partitions of the chaos suite (chaos_partition_test.go), which
+# also look in /usr/sbin and /sbin, where it lives outside a user's PATH.
+# They need root as well: run as another user they skip, and fail with CI
+# set. It uses sudo only when not root and sudo exists.
+iptables:
+	@if command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || [ -x /sbin/iptables ]; then \
+		exit 0; \
+	fi; \
+	sudo=; \
+	if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo=sudo; fi; \
+	echo "iptables not found: installing it with apt-get"; \
+	$$sudo apt-get update && $$sudo apt-get install -y iptables

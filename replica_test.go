@@ -1,9 +1,14 @@
 package redlock
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -405,4 +410,269 @@ func TestCheckReportsReplicas(t *testing.T) {
 	rep, err := newClient(t, cs).Check(t.Context())
 	require.NoError(t, err)
 	require.Nil(t, find(rep, 0))
+}
+
+// TestWaitOffsetMovesOnAnyCommand pins the server behaviour that
+// WithReplicaAck's count of a resent acquire rests on. A resent acquire
+// may land on another connection than its first copy and find the key
+// already ours, writing nothing; the WAIT that ends its batch runs on that
+// other connection. WAIT waits for the replicas to reach the connection's
+// own offset, which Redis up to 7.0 moves to the server's replication
+// offset after every command the connection runs, even one that writes
+// nothing (processCommand: c->woff = server.master_repl_offset, after
+// call()). So that WAIT covers the first copy's write, made on the other
+// connection. Redis 7.2 moved that line into call() and moves the offset
+// only when the command propagated something (redis/redis#11713, the
+// WAITAOF change): there a read leaves it where the connection's last write
+// put it, and this test fails.
+//
+// The replica is stopped (SIGSTOP), so it acknowledges nothing: connection
+// A writes the key; B runs GET, S runs the acquire script, which finds the
+// key ours with a longer TTL and writes nothing. WAIT 1 on B and on S then
+// returns 0: each waits for A's write. The contrast is what the library
+// does not rely on: a connection that has run no command has offset 0, and
+// its WAIT returns the replica at once, stopped as it is. Once the replica
+// resumes, WAIT on B and S returns 1.
+func TestWaitOffsetMovesOnAnyCommand(t *testing.T) {
+	nd := startReplicas(t, 1, false)[0]
+	ctx := t.Context()
+	version := infoOf(t, nd.mc, "server", "redis_version")
+	t.Logf("redis-server %s", version)
+	// The master pings its replicas every 10s by default, through the
+	// replication stream: none must come between the offsets compared.
+	require.NoError(t, nd.mc.ConfigSet(ctx, "repl-ping-replica-period", "3600").Err())
+	offset := func() string { return infoOf(t, nd.mc, "replication", "master_repl_offset") }
+
+	const key = "wait-offset"
+	a, b, s, fresh := respDial(t, nd.master.Addr()), respDial(t, nd.master.Addr()), respDial(t, nd.master.Addr()), respDial(t, nd.master.Addr())
+	nd.replica.Pause()
+	t.Cleanup(nd.replica.Resume)
+
+	require.Equal(t, "OK", a.do(t, "SET", key, "v", "PX", "60000"), "A: SET")
+	before := offset()
+	require.Equal(t, "v", b.do(t, "GET", key), "B: GET")
+	// The acquire script's ARGV: the value, no owner, a TTL shorter than
+	// the key's, one key, no fence, the acquisition's id and attempt.
+	require.Equal(t, "1", s.do(t, "EVAL", acquireSrc, "1", key, "v", "", "1000", "1", "0", "id", "1"),
+		"S: the acquire script on a key that holds its value: want 1, already ours")
+	require.Equal(t, before, offset(), "the master's replication offset across GET and the acquire script: want unchanged, they write nothing")
+
+	const notAcked = "WAIT 1 300 on a connection whose last command ran after A's write, with the replica stopped: " +
+		"got %q, want 0 (it waits for A's write). Redis %s does not move a connection's WAIT offset on a command that " +
+		"writes nothing (Redis 7.2 and later, redis/redis#11713): a resent acquire that finds its key and writes " +
+		"nothing then counts without its first copy's write on a replica, and WithReplicaAck's guarantee fails"
+	for _, c := range []*respConn{b, s} {
+		got := c.do(t, "WAIT", "1", "300")
+		require.Equal(t, "0", got, notAcked, got, version)
+	}
+	start := time.Now()
+	got := fresh.do(t, "WAIT", "1", "10000")
+	require.Equal(t, "1", got, "WAIT 1 on a connection that has run no command, with the replica stopped: got %q, want 1 at once (offset 0)", got)
+	require.Less(t, time.Since(start), 5*time.Second, "WAIT 1 10000 on a connection that has run no command: want an answer at once, not at its timeout")
+
+	nd.replica.Resume()
+	for _, c := range []*respConn{b, s} {
+		got := c.do(t, "WAIT", "1", "10000")
+		require.Equal(t, "1", got, "WAIT 1 after the replica resumed: got %q, want 1", got)
+	}
+}
+
+// TestReplicaAckResentAcquire: the library's own resend path, with
+// WithReplicaAck(1) on a master whose replica is stopped. The first copy
+// of a plain lock's SET NX runs on another connection than the library's
+// (as when go-redis resends after a lost reply), so the library's copy
+// finds the key taken, asks GET (the value written twice), finds its own
+// value, and ends that batch with a WAIT on its connection, where nothing
+// was written. The yes must not count: WAIT waits for the first copy's
+// write (see TestWaitOffsetMovesOnAnyCommand), which the stopped replica
+// never acknowledges. With the replica running, the same yes counts.
+func TestReplicaAckResentAcquire(t *testing.T) {
+	for _, stopped := range []bool{false, true} {
+		name := map[bool]string{false: "replica running", true: "replica stopped"}[stopped]
+		t.Run(name, func(t *testing.T) {
+			nd := startReplicas(t, 1, false)[0]
+			const key = "resent-acquire"
+			dup := &copyElsewhere{key: key, other: nd.master.NewClient(t)}
+			nc := redis.NewClient(&redis.Options{Addr: nd.master.Addr()})
+			nc.AddHook(dup)
+			t.Cleanup(func() { _ = nc.Close() })
+			// Half the node timeout bounds each WAIT: 3s leaves a loaded
+			// machine room for a running replica, and the stopped
+			// replica's WAIT 3s more before the round decides without it.
+			c := newClient(t, []redis.UniversalClient{nc}, WithTTL(30*time.Second), WithNodeTimeout(6*time.Second), WithReplicaAck(1))
+			if stopped {
+				nd.replica.Pause()
+				t.Cleanup(nd.replica.Resume)
+			}
+			l, err := c.TryLock(t.Context(), key)
+			var rep copyReport
+			require.Eventually(t, func() bool {
+				rep = dup.report()
+				return rep.checked
+			}, 15*time.Second, 5*time.Millisecond, "the library never asked GET after its SET NX found the key: want the recheck of a value written twice")
+			require.NoError(t, rep.copyErr, "the first copy of the SET NX, on another connection")
+			require.Equal(t, rep.value, rep.got, "GET after the SET NX: got %q, want the first copy's value", rep.got)
+			if stopped {
+				require.NoError(t, rep.waitErr)
+				require.EqualValues(t, 0, rep.acks, "WAIT after the GET, with the replica stopped: got %d, want 0", rep.acks)
+				require.ErrorIs(t, err, ErrNotAcquired, "a yes whose first copy never reached the stopped replica counted")
+				require.ErrorIs(t, err, ErrReplicaAck, "want the node's yes refused by its WAIT, not lost to a timeout")
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, rep.waitErr)
+			require.EqualValues(t, 1, rep.acks, "WAIT after the GET, with the replica running: got %d, want 1", rep.acks)
+			require.Equal(t, rep.value, l.Token())
+			got, err := nd.rc.Get(t.Context(), key).Result()
+			require.NoError(t, err, "the replica's key")
+			require.Equal(t, l.Token(), got, "the replica's key")
+			require.NoError(t, l.Unlock(t.Context()))
+		})
+	}
+}
+
+// copyElsewhere is a go-redis hook that sends the first SET of key, before
+// it goes out, on another client's connection: the first copy of a resent
+// write. It records what the GET of key that follows, and the WAIT in its
+// batch, returned. It is safe for concurrent use.
+type copyElsewhere struct {
+	key   string
+	other *redis.Client
+
+	mu  sync.Mutex
+	rep copyReport // guarded by mu
+}
+
+// copyReport is what a copyElsewhere saw.
+type copyReport struct {
+	copied  bool
+	copyErr error
+	value   string // the key's value after the copy
+	checked bool   // a GET of the key came back
+	got     string // its reply
+	acks    int64  // the WAIT's in the GET's batch
+	waitErr error
+}
+
+func (h *copyElsewhere) report() copyReport {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rep
+}
+
+func (h *copyElsewhere) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *copyElsewhere) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.ProcessPipelineHook(func(ctx context.Context, cmds []redis.Cmder) error {
+			return next(ctx, cmds[0])
+		})(ctx, []redis.Cmder{cmd})
+	}
+}
+
+func (h *copyElsewhere) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if !h.is(cmd, "set") || h.report().copied {
+				continue
+			}
+			// The same arguments, the value's counter included: the
+			// library sees its value written twice, as after a resend.
+			err := h.other.Do(ctx, cmd.Args()...).Err()
+			v, _ := h.other.Get(ctx, h.key).Result()
+			h.mu.Lock()
+			h.rep.copied, h.rep.copyErr, h.rep.value = true, err, v
+			h.mu.Unlock()
+			// This batch's WAIT does not count (its SET NX answers no,
+			// and the GET decides), but it would wait out half the node
+			// timeout, and the GET's WAIT would then race the round's
+			// deadline: a millisecond, so that the GET's WAIT alone
+			// decides the vote.
+			for _, w := range cmds {
+				if w.Name() == "wait" {
+					w.Args()[2] = 1
+				}
+			}
+		}
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if !h.is(cmd, "get") {
+				continue
+			}
+			h.mu.Lock()
+			h.rep.checked = true
+			h.rep.got, _ = cmd.(*redis.Cmd).Text()
+			for _, w := range cmds {
+				if wc, ok := w.(*redis.IntCmd); ok && w.Name() == "wait" {
+					h.rep.acks, h.rep.waitErr = wc.Result()
+				}
+			}
+			h.mu.Unlock()
+		}
+		return err
+	}
+}
+
+// is reports whether cmd is a name command on the hook's key.
+func (h *copyElsewhere) is(cmd redis.Cmder, name string) bool {
+	args := cmd.Args()
+	return cmd.Name() == name && len(args) > 1 && fmt.Sprint(args[1]) == h.key
+}
+
+// respConn is a connection that speaks the raw protocol, so that it runs no
+// command but the test's: go-redis sends HELLO and CLIENT SETINFO first.
+type respConn struct {
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+func respDial(t *testing.T, addr string) *respConn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return &respConn{conn: conn, rd: bufio.NewReader(conn)}
+}
+
+// do sends a command and returns its reply: the text of a status, an
+// integer or a bulk string. It fails t on an error reply, or on any other
+// reply.
+func (c *respConn) do(t *testing.T, args ...string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	require.NoError(t, c.conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err := io.WriteString(c.conn, b.String())
+	require.NoError(t, err, "send %s", args[0])
+	line, err := c.rd.ReadString('\n')
+	require.NoError(t, err, "reply to %s", args[0])
+	line = strings.TrimSuffix(line, "\r\n")
+	switch {
+	case line == "":
+	case line[0] == '+' || line[0] == ':':
+		return line[1:]
+	case line[0] == '$':
+		n, err := strconv.Atoi(line[1:])
+		require.NoError(t, err, "reply to %s: %q", args[0], line)
+		require.GreaterOrEqual(t, n, 0, "reply to %s: a nil bulk string", args[0])
+		buf := make([]byte, n+2)
+		_, err = io.ReadFull(c.rd, buf)
+		require.NoError(t, err, "reply to %s", args[0])
+		return string(buf[:n])
+	}
+	t.Fatalf("reply to %s: got %q, want a status, an integer or a bulk string", args[0], line)
+	return ""
+}
+
+// infoOf returns one field of a section of INFO, or fails t.
+func infoOf(t *testing.T, c *redis.Client, section, field string) string {
+	t.Helper()
+	info, err := c.Info(t.Context(), section).Result()
+	require.NoError(t, err)
+	v := infoField(info, field)
+	require.NotEmpty(t, v, "INFO %s: no %s", section, field)
+	return v
 }
