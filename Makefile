@@ -3,7 +3,7 @@
 
 GO = go
 
-.PHONY: test demo redis-server iptables
+.PHONY: test demo redis-server iptables valkey-server
 
 # test installs redis-server and iptables when they are missing, so the
 # real-Redis integration tests and the kernel partitions run rather than
@@ -11,11 +11,18 @@ GO = go
 # under the race detector: the library, then the modules nested under
 # contrib/ and bench/ (whose tests run the real redsync beside our
 # readers and semaphores), which go test ./... does not reach.
-test: redis-server iptables
+test: redis-server iptables valkey-server
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	REDIS_SERVER="$$(command -v valkey-server)" $(GO) test -race -count=1 -timeout 10m -run '$(VALKEY_TESTS)' .
 	cd contrib/otel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...; fi
+
+# VALKEY_TESTS run a second time on Valkey 8, whose servers differ from
+# Redis 7.0 where the library relies on server behaviour: WAIT after a
+# command that writes nothing (Redis 7.2 and later), scripts, ACLs and
+# pub/sub.
+VALKEY_TESTS = TestWaitOffset|TestReplicaAck|TestLateAcquireCopy|TestManyLapsed|TestNaturalNames|TestPrefixScopedACL|TestCheckFindsACL|TestReleasePlainAgrees|TestReal|TestSemaphoreOnRealRedis|TestRWMixed|TestUncontendedCommands
 
 # demo runs the embedded demo: 5 in-process Redis nodes, two killed partway.
 demo:
@@ -47,3 +54,8 @@ iptables:
 	if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo=sudo; fi; \
 	echo "iptables not found: installing it with apt-get"; \
 	$$sudo apt-get update && $$sudo apt-get install -y iptables
+
+# valkey-server installs Valkey 8 from Debian's backports suite when it is
+# missing (.ci/install-valkey).
+valkey-server:
+	@sh .ci/install-valkey

@@ -204,7 +204,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		skip:    at.reserve(func(int) bool { return true }),
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
-			*j = acquireJob{leg: *lg, t: t, tk: &at.value, ttl: ttl, ttlArg: ttlArg, cfg: cfg, how: lg.n.acquireHow(t, at.value, cfg), mark: mark, replicaWait: newReplicaWait(cfg)}
+			*j = acquireJob{leg: *lg, t: t, tk: &at.value, ttl: ttl, ttlArg: ttlArg, cfg: cfg, how: lg.n.acquireHow(t, at.value, cfg), mark: mark, replicaWait: newReplicaWait(cfg, t)}
 			lg.n.pipe.submit(j)
 		},
 	})
@@ -350,7 +350,7 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 					lg.deliver(0, errNoAcquire)
 					return
 				}
-				lg.n.pipe.submit(&fenceJob{leg: *lg, t: t, value: at.value.value, fence: fence, replicaWait: newReplicaWait(a.cfg)})
+				lg.n.pipe.submit(&fenceJob{leg: *lg, t: t, value: at.value.value, fence: fence, replicaWait: newReplicaWait(a.cfg, t)})
 			}
 			if answered, yes := at.acquireReply(lg.n.index); answered {
 				send(yes)

@@ -279,7 +279,7 @@ func (l *Lock) Extend(ctx context.Context, opts ...Option) error {
 		quorum:  l.t.quorum,
 		timeout: timeout,
 		start: func(_ context.Context, lg *leg) {
-			lg.n.pipe.submit(&extendJob{leg: *lg, l: l, ttl: ttl, replicaWait: newReplicaWait(l.cfg)})
+			lg.n.pipe.submit(&extendJob{leg: *lg, l: l, ttl: ttl, replicaWait: newReplicaWait(l.cfg, l.t)})
 		},
 	})
 	o.finish(nil)

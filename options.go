@@ -175,7 +175,10 @@ func WithFencing(enabled bool) Option {
 // WithReplicaAck makes a node's yes count only once the key has reached at
 // least n of that node's replicas: each batch of acquires, extensions
 // (auto-extension included) and fence write-backs to a node ends with a
-// WAIT n, on the same connection, bounded by the node timeout. A node whose
+// PUBLISH on a channel under the key (so that the WAIT also covers a copy
+// of the request that go-redis sent on another connection, on Redis 7.2
+// and later) and a WAIT n, on the same connection, bounded by the node
+// timeout. A node whose
 // replicas did not acknowledge in time votes failed, with ErrReplicaAck,
 // and is rolled back like any node that failed. Use it when each node is a
 // master with replicas that a failover may promote (Sentinel): replication

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
 // renewer keeps a Client's auto-extended locks alive. One goroutine per
@@ -328,6 +330,16 @@ func (j *renewJob) replicas() int {
 }
 
 func (j *renewJob) acked(n int64, err error) { j.ackN, j.ackErr = n, err }
+
+// barrier is the barrier channel of the first lock that wants replicas.
+func (j *renewJob) barrier() string {
+	for _, l := range j.locks {
+		if l.cfg.replicaAck > 0 {
+			return keyspace.Barrier(l.t.rkeys[0])
+		}
+	}
+	return ""
+}
 
 // ackWithin is half the shortest node timeout of the job's locks.
 func (j *renewJob) ackWithin() time.Duration {

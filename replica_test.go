@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlockgo/redlock/internal/faultproxy"
+	"github.com/redlockgo/redlock/internal/keyspace"
 	"github.com/redlockgo/redlock/internal/redistest"
 )
 
@@ -412,28 +413,29 @@ func TestCheckReportsReplicas(t *testing.T) {
 	require.Nil(t, find(rep, 0))
 }
 
-// TestWaitOffsetMovesOnAnyCommand pins the server behaviour that
-// WithReplicaAck's count of a resent acquire rests on. A resent acquire
-// may land on another connection than its first copy and find the key
-// already ours, writing nothing; the WAIT that ends its batch runs on that
-// other connection. WAIT waits for the replicas to reach the connection's
-// own offset, which Redis up to 7.0 moves to the server's replication
+// TestWaitOffsetCoversEarlierWrites pins the server behaviour that
+// WithReplicaAck rests on. WAIT waits for the writes up to its connection's
+// own offset. Redis up to 7.0 moves that offset to the server's replication
 // offset after every command the connection runs, even one that writes
-// nothing (processCommand: c->woff = server.master_repl_offset, after
-// call()). So that WAIT covers the first copy's write, made on the other
-// connection. Redis 7.2 moved that line into call() and moves the offset
-// only when the command propagated something (redis/redis#11713, the
-// WAITAOF change): there a read leaves it where the connection's last write
-// put it, and this test fails.
+// nothing (processCommand: c->woff = server.master_repl_offset). Redis 7.2
+// moves it only after a command that propagated something (call(),
+// redis/redis#11713, the WAITAOF change): there a resent acquire that finds
+// the key already ours, written by its first copy on another connection,
+// writes nothing, and a WAIT after it alone would not cover that write. So
+// every batch that waits for replicas publishes first on a barrier channel
+// (waitCmds): PUBLISH is replicated, so it moves the offset on every
+// version.
 //
 // The replica is stopped (SIGSTOP), so it acknowledges nothing: connection
 // A writes the key; B runs GET, S runs the acquire script, which finds the
-// key ours with a longer TTL and writes nothing. WAIT 1 on B and on S then
-// returns 0: each waits for A's write. The contrast is what the library
-// does not rely on: a connection that has run no command has offset 0, and
-// its WAIT returns the replica at once, stopped as it is. Once the replica
-// resumes, WAIT on B and S returns 1.
-func TestWaitOffsetMovesOnAnyCommand(t *testing.T) {
+// key ours with a longer TTL and writes nothing; each then publishes on the
+// barrier channel, and WAIT 1 returns 0: each waits for A's write. What
+// WAIT returns after the GET or the script alone, without the PUBLISH, is
+// logged: 0 up to 7.0, and 1 (nothing to wait for) from 7.2. A connection
+// that has run no command has offset 0, and its WAIT returns the replica at
+// once, stopped as it is. Once the replica resumes, WAIT on B and S
+// returns 1.
+func TestWaitOffsetCoversEarlierWrites(t *testing.T) {
 	nd := startReplicas(t, 1, false)[0]
 	ctx := t.Context()
 	version := infoOf(t, nd.mc, "server", "redis_version")
@@ -457,13 +459,14 @@ func TestWaitOffsetMovesOnAnyCommand(t *testing.T) {
 		"S: the acquire script on a key that holds its value: want 1, already ours")
 	require.Equal(t, before, offset(), "the master's replication offset across GET and the acquire script: want unchanged, they write nothing")
 
-	const notAcked = "WAIT 1 300 on a connection whose last command ran after A's write, with the replica stopped: " +
-		"got %q, want 0 (it waits for A's write). Redis %s does not move a connection's WAIT offset on a command that " +
-		"writes nothing (Redis 7.2 and later, redis/redis#11713): a resent acquire that finds its key and writes " +
-		"nothing then counts without its first copy's write on a replica, and WithReplicaAck's guarantee fails"
-	for _, c := range []*respConn{b, s} {
+	for name, c := range map[string]*respConn{"GET": b, "the acquire script": s} {
+		// Without the barrier: what this server's version does.
 		got := c.do(t, "WAIT", "1", "300")
-		require.Equal(t, "0", got, notAcked, got, version)
+		t.Logf("redis-server %s: WAIT 1 300 after %s alone, with the replica stopped: %s (0: it waits for A's write)", version, name, got)
+		require.Equal(t, "0", c.do(t, "PUBLISH", keyspace.Barrier(key), "redlock"), "PUBLISH on the barrier channel: nobody listens")
+		got = c.do(t, "WAIT", "1", "300")
+		require.Equal(t, "0", got, "WAIT 1 300 after %s and a PUBLISH, with the replica stopped: got %q, want 0 "+
+			"(it waits for A's write); the barrier does not move the offset on redis-server %s", name, got, version)
 	}
 	start := time.Now()
 	got := fresh.do(t, "WAIT", "1", "10000")
@@ -484,7 +487,7 @@ func TestWaitOffsetMovesOnAnyCommand(t *testing.T) {
 // finds the key taken, asks GET (the value written twice), finds its own
 // value, and ends that batch with a WAIT on its connection, where nothing
 // was written. The yes must not count: WAIT waits for the first copy's
-// write (see TestWaitOffsetMovesOnAnyCommand), which the stopped replica
+// write (see TestWaitOffsetCoversEarlierWrites), which the stopped replica
 // never acknowledges. With the replica running, the same yes counts.
 func TestReplicaAckResentAcquire(t *testing.T) {
 	for _, stopped := range []bool{false, true} {

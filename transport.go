@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
 // This file is the transport: one pipe per node, which sends the requests
@@ -78,6 +80,9 @@ type acker interface {
 	ackWithin() time.Duration
 	// acked records how many did, or the WAIT's error.
 	acked(n int64, err error)
+	// barrier is the channel to publish on before the WAIT (see
+	// waitCmds).
+	barrier() string
 }
 
 // pipe is one node's transport. It is safe for concurrent use.
@@ -225,9 +230,9 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 	for _, j := range live {
 		cmds = j.commands(cmds)
 	}
-	wait := waitCmd(live, now)
+	publish, wait := waitCmds(live, now)
 	if wait != nil {
-		cmds = append(cmds, wait)
+		cmds = append(cmds, publish, wait)
 	}
 	ctx := context.Background()
 	if p.deadlines {
@@ -429,15 +434,17 @@ func answered(cmds []redis.Cmder) bool {
 // must acknowledge its writes, how long the batch's WAIT may take, and the
 // WAIT's result. Embedded, it makes the job an acker.
 type replicaWait struct {
-	want   int
-	within time.Duration // half the node timeout
-	acks   int64
-	ackErr error
+	want    int
+	within  time.Duration // half the node timeout
+	channel string        // the target's barrier channel, when want > 0
+	acks    int64
+	ackErr  error
 }
 
 func (r *replicaWait) replicas() int            { return r.want }
 func (r *replicaWait) ackWithin() time.Duration { return r.within }
 func (r *replicaWait) acked(n int64, err error) { r.acks, r.ackErr = n, err }
+func (r *replicaWait) barrier() string          { return r.channel }
 
 // counted turns a yes into a failure, ErrReplicaAck, when too few replicas
 // acknowledged it: the node is then rolled back like any that failed.
@@ -450,22 +457,42 @@ func (r *replicaWait) counted(val int64, err error) (int64, error) {
 	return val, err
 }
 
-// newReplicaWait is the replicaWait of a job under cfg.
-func newReplicaWait(cfg *config) replicaWait {
-	return replicaWait{want: cfg.replicaAck, within: cfg.nodeTimeout / 2}
+// newReplicaWait is the replicaWait of a job of t under cfg.
+func newReplicaWait(cfg *config, t *target) replicaWait {
+	r := replicaWait{want: cfg.replicaAck, within: cfg.nodeTimeout / 2}
+	if r.want > 0 {
+		r.channel = keyspace.Barrier(t.rkeys[0])
+	}
+	return r
 }
 
-// waitCmd returns the WAIT that ends a batch whose jobs need replicas to
-// acknowledge their writes, or nil. Its timeout is the shortest ackWithin
-// of those jobs, cut to what is left until the earliest of their
-// deadlines, and at least a millisecond: WAIT 0 would block for ever.
-func waitCmd(live []job, now time.Time) *redis.IntCmd {
+// waitCmds returns the commands that end a batch whose jobs need replicas
+// to acknowledge their writes, or nil: a PUBLISH on a barrier channel, then
+// the WAIT.
+//
+// The WAIT waits for the writes the server made up to the connection's
+// last command that replicated something (Redis 7.2 and later; before, up
+// to its last command of any kind). A job may vote yes without writing:
+// go-redis sent its acquire twice, and the copy on another connection
+// wrote the key first. The PUBLISH, which is replicated and which nobody
+// hears (see keyspace.Barrier), moves the offset past that first copy's
+// write, so that the WAIT covers it on every version
+// (TestReplicaAckResentAcquire).
+//
+// The WAIT's timeout is the shortest ackWithin of those jobs, cut to what
+// is left until the earliest of their deadlines, and at least a
+// millisecond: WAIT 0 would block for ever.
+func waitCmds(live []job, now time.Time) (publish, wait *redis.IntCmd) {
 	most := 0
 	var within time.Duration
+	channel := ""
 	for _, j := range live {
 		a, ok := j.(acker)
 		if !ok || a.replicas() == 0 {
 			continue
+		}
+		if channel == "" {
+			channel = a.barrier()
 		}
 		most = max(most, a.replicas())
 		w := min(a.ackWithin(), j.deadline().Sub(now))
@@ -474,9 +501,11 @@ func waitCmd(live []job, now time.Time) *redis.IntCmd {
 		}
 	}
 	if most == 0 {
-		return nil
+		return nil, nil
 	}
-	return redis.NewIntCmd(context.Background(), "wait", most, max(within.Milliseconds(), 1))
+	ctx := context.Background()
+	return redis.NewIntCmd(ctx, "publish", channel, "redlock"),
+		redis.NewIntCmd(ctx, "wait", most, max(within.Milliseconds(), 1))
 }
 
 // replicaAckErr turns a WAIT's outcome into the error of a yes that does

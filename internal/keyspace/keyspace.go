@@ -37,9 +37,10 @@ const Reserved = "\x00redlock:"
 // The kinds of derived names. None is a prefix of another, and none
 // contains a brace.
 const (
-	waiting  = "waiting"
-	fence    = "fence"
-	released = "released"
+	waiting    = "waiting"
+	fence      = "fence"
+	released   = "released"
+	replicated = "replicated"
 )
 
 // Check returns an error when key, a lock key with its prefix, contains
@@ -62,6 +63,13 @@ func Fence(key string) string { return derive(key, fence) }
 // announced. On a Redis Cluster node the same name is used as a shard
 // channel (SPUBLISH), in key's hash slot.
 func Channel(key string) string { return derive(key, released) }
+
+// Barrier names the pub/sub channel on which a batch that waits for replicas
+// (WAIT) first publishes, with nobody listening. PUBLISH is replicated, so
+// it moves the connection's WAIT offset past every write the server made
+// before it, which a command that writes nothing does not do from Redis
+// 7.2 on.
+func Barrier(key string) string { return derive(key, replicated) }
 
 func derive(key, kind string) string {
 	return key + Reserved + kind + slotTag(key, kind)

@@ -53,7 +53,7 @@ func TestDerivedNames(t *testing.T) {
 		lockKeys[k] = true
 	}
 	for _, k := range keys {
-		for _, d := range []string{Waiting(k), Fence(k), Channel(k)} {
+		for _, d := range []string{Waiting(k), Fence(k), Channel(k), Barrier(k)} {
 			if !strings.HasPrefix(d, k) {
 				t.Fatalf("derived %q does not start with its lock key %q", d, k)
 			}
