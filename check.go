@@ -230,7 +230,8 @@ const checkKey = "redlock-check"
 // that refuses one of them inside a script shows (a reader, a permit or a
 // new fence counter calls TIME, for one). It writes only where all three
 // keys are missing, gives each key a TTL as soon as it exists, deletes them
-// at once, and returns '' or the first refusal, as "COMMAND: error".
+// at once, and returns an empty string or the first refusal, as
+// "COMMAND: error".
 const checkKeysSrc = `local k, w, f, v = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local function try(...)
   local r = redis.pcall(...)
