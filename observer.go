@@ -272,14 +272,20 @@ func (n *notifier) panicked(name string, p any, stack []byte) {
 
 // quietHandler passes log records to the user's handler until Close has
 // returned, and drops them after: a lock's expiry timer or a straggling
-// request must not log from a Client the caller has closed.
+// request must not log from a Client the caller has closed. It also drops a
+// record whose handler panics.
 type quietHandler struct {
 	next slog.Handler
 	c    *Client
 }
 
 // Enabled reports whether the user's handler wants records at level l.
-func (h *quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
+func (h *quietHandler) Enabled(ctx context.Context, l slog.Level) (on bool) {
+	defer func() {
+		if recover() != nil {
+			on = false
+		}
+	}()
 	return h.next.Enabled(ctx, l)
 }
 
@@ -290,6 +296,9 @@ func (h *quietHandler) Handle(ctx context.Context, r slog.Record) error {
 	if h.c.quiet {
 		return nil
 	}
+	// A handler that panics loses its record, not the goroutine that
+	// logged it: a renewal, an expiry, a sender of the node's requests.
+	defer func() { _ = recover() }()
 	return h.next.Handle(ctx, r)
 }
 

@@ -246,8 +246,10 @@ func WithNodeGuard(enabled bool) Option {
 
 // WithLogger sets where the Client logs: guard quarantines, lost locks and
 // read-only nodes at Warn, failed rounds at Debug. Tokens are logged only at
-// Debug. The default is silent. It is a Client setting: given to one call,
-// it is an ErrInvalidOption.
+// Debug. The default is silent. A panic in the logger's handler is
+// recovered, and its record dropped: the library logs from its own
+// goroutines (renewals, expiries, the nodes' senders). It is a Client
+// setting: given to one call, it is an ErrInvalidOption.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
