@@ -353,7 +353,8 @@ func holderValues(typ string, names []string) []string {
 	var out []string
 	for _, f := range names {
 		switch {
-		case typ == "hash" && strings.HasPrefix(f, "r:"):
+		case typ == "hash" && (strings.HasPrefix(f, "r:") || strings.HasPrefix(f, "t:")):
+			// A reader's field, or an owner lock's acquisition.
 			out = append(out, f[2:])
 		case typ == "zset" && f != permitsMember:
 			out = append(out, f)

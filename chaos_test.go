@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -159,6 +160,12 @@ type chaosScenario struct {
 	// tries is how many runs a control may take to be noticed; 1 unless
 	// set.
 	tries int
+	// mix runs the mixed, model-based workload (chaos_mix_test.go)
+	// instead of the workers of load.kind.
+	mix bool
+	// minAcquisitions is the fewest holds the run must record, a check
+	// of liveness beside minSuccess.
+	minAcquisitions int
 }
 
 // chaosFinding is what a negative control must make the checker report.
@@ -185,6 +192,11 @@ type chaosRun struct {
 	prefix string
 	start  time.Time
 	active []chaosFault // injected and not healed yet
+	// faultLog is every inject and heal, as logged, for the message of a
+	// failed liveness floor.
+	faultLog []string
+	// mix is the mixed workload's state, when the scenario runs it.
+	mix *mixRun
 	// guardLog counts the guard's quarantines, when the guard is on.
 	guardLog quarantineLog
 }
@@ -295,10 +307,26 @@ func (r *chaosRun) logf(format string, args ...any) {
 	r.t.Logf("t=%v "+format, append([]any{time.Since(r.start).Round(time.Millisecond)}, args...)...)
 }
 
+// logFault logs a line of the fault timeline and keeps it for faultLog.
+func (r *chaosRun) logFault(format string, args ...any) {
+	r.t.Helper()
+	r.logf(format, args...)
+	r.faultLog = append(r.faultLog, fmt.Sprintf("t=%v ", time.Since(r.start).Round(time.Millisecond))+fmt.Sprintf(format, args...))
+}
+
+// faultLogText is the fault timeline, one line each, or a note that there
+// was none.
+func (r *chaosRun) faultLogText() string {
+	if len(r.faultLog) == 0 {
+		return "\t(no faults injected)"
+	}
+	return "\t" + strings.Join(r.faultLog, "\n\t")
+}
+
 // inject starts a fault and logs it.
 func (r *chaosRun) inject(f chaosFault) {
 	r.t.Helper()
-	r.logf("inject: %v", f)
+	r.logFault("inject: %v", f)
 	f.inject(r)
 	r.active = append(r.active, f)
 }
@@ -310,7 +338,7 @@ func (r *chaosRun) heal(f chaosFault) {
 		if a == f {
 			r.active = append(r.active[:i], r.active[i+1:]...)
 			f.heal(r)
-			r.logf("heal: %v", f)
+			r.logFault("heal: %v", f)
 			return
 		}
 	}
@@ -363,6 +391,9 @@ func containsInt(s []int, v int) bool {
 // generator, drawn here from the run's, since a *rand.Rand is not safe for
 // concurrent use.
 func (r *chaosRun) work(stop context.Context) (wait func()) {
+	if r.mix != nil {
+		return r.mix.work(stop)
+	}
 	var wg sync.WaitGroup
 	for _, cc := range r.cl.clients {
 		for w := range r.load.workers {
@@ -540,6 +571,10 @@ type chaosSummary struct {
 	acquisitions int
 	overlaps     int
 	residue      int
+	// mixScenarios counts the in-model scenarios of the mixed workload,
+	// and mixOps what their operations did, summed (see mixFigures).
+	mixScenarios int
+	mixOps       map[string]int
 }
 
 func (s *chaosSummary) add(f chaosFigures) {
@@ -549,6 +584,23 @@ func (s *chaosSummary) add(f chaosFigures) {
 	s.acquisitions += f.acquisitions
 	s.overlaps += len(f.overlaps)
 	s.residue += f.residue
+	if f.mix != nil {
+		s.mixScenarios++
+		if s.mixOps == nil {
+			s.mixOps = map[string]int{}
+		}
+		for k, v := range f.mix.counts {
+			s.mixOps[k] += v
+		}
+	}
+}
+
+// mixLine is the summary line of the mixed workload: how many times each
+// operation ran, summed over the in-model mix scenarios.
+func (s *chaosSummary) mixLine() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return "chaos-mix: " + mixOpsLine(s.mixOps)
 }
 
 func (s *chaosSummary) line() string {
@@ -574,11 +626,25 @@ func (r *chaosRun) logOverlaps(overlaps []chaosOverlap) {
 			r.t.Logf("... and %d more overlaps", len(overlaps)-i)
 			break
 		}
-		r.t.Logf("overlap on %s by %v, %d holders: client %d token %s held [%v, %v) on nodes %v and client %d token %s held [%v, %v) on nodes %v",
-			o.a.key, o.by.Round(time.Microsecond), o.holders,
-			o.a.client, o.a.token, rel(o.a.acquired), rel(o.a.end()), o.a.nodes,
-			o.b.client, o.b.token, rel(o.b.acquired), rel(o.b.end()), o.b.nodes)
+		r.t.Logf("overlap on %s by %v, %d holders: client %d%s token %s held [%v, %v) on nodes %v and client %d%s token %s held [%v, %v) on nodes %v",
+			shortKey(o.a.key), o.by.Round(time.Microsecond), o.holders,
+			o.a.client, holdKind(o.a), o.a.token, rel(o.a.acquired), rel(o.a.end()), o.a.nodes,
+			o.b.client, holdKind(o.b), o.b.token, rel(o.b.acquired), rel(o.b.end()), o.b.nodes)
 	}
+}
+
+// holdKind describes what took a hold, for the overlap lines of the
+// mixed workload; "" for the other workloads, which take one kind.
+func holdKind(h chaosHold) string {
+	switch {
+	case h.op == "":
+		return ""
+	case h.owner != "":
+		return fmt.Sprintf(" (%s %q)", h.op, h.owner)
+	case h.permits > 0:
+		return fmt.Sprintf(" (%s of %d)", h.op, h.permits)
+	}
+	return " (" + h.op + ")"
 }
 
 // runChaosScenario runs one scenario and checks it: no overlap (when it is
@@ -607,7 +673,11 @@ func runChaosOnce(t *testing.T, sc chaosScenario, name string, sum *chaosSummary
 		sc.load(&load)
 	}
 	r := newChaosRun(t, name, load)
-	r.cl = newChaosCluster(t, sc.cluster, r.rng, append(r.lockOptions(sc.fencing, sc.guard), sc.opts...)...)
+	opts := append(r.lockOptions(sc.fencing, sc.guard), sc.opts...)
+	r.cl = newChaosCluster(t, sc.cluster, r.rng, opts...)
+	if sc.mix {
+		r.mix = newMixRun(r, opts)
+	}
 	r.sleep(sc.settle)
 	f := r.execute(sc.faults)
 	chaosPrint(t, chaosLine(name, r.seed, f))
@@ -618,6 +688,13 @@ func runChaosOnce(t *testing.T, sc chaosScenario, name string, sum *chaosSummary
 	replay := fmt.Sprintf("replay with: go test -race -run 'Chaos/%s$' -v . -chaos.seed=%d", sc.name, r.seed)
 	if f.residue > 0 {
 		t.Errorf("got %d lock keys left after every TTL, want 0; %s", f.residue, replay)
+	}
+	if f.mix != nil {
+		// The API's contracts hold whatever the nodes do, so they are
+		// asserted in the controls too.
+		chaosPrint(t, fmt.Sprintf("chaos-mix: scenario=%s seed=%d %s", name, r.seed, mixOpsLine(f.mix.counts)))
+		t.Logf("chaos-detail: scenario=%s mix %s", name, f.mix.detail())
+		r.mix.report(f, replay)
 	}
 	switch {
 	case sc.control && sc.expect == findBroken:
@@ -638,7 +715,7 @@ func runChaosOnce(t *testing.T, sc chaosScenario, name string, sum *chaosSummary
 	case !sc.outOfModel:
 		sum.add(f)
 		if len(f.overlaps) > 0 {
-			t.Errorf("got %d overlapping holders, want 0; %s", len(f.overlaps), replay)
+			t.Errorf("scenario %s (seed %d): got %d overlapping holders, want 0 (the first are logged above); %s", name, r.seed, len(f.overlaps), replay)
 		}
 		if sc.verdicts && f.wrongVotes > 0 {
 			t.Errorf("got %d wrong verdicts on Unlock, want 0; %s", f.wrongVotes, replay)
@@ -650,8 +727,9 @@ func runChaosOnce(t *testing.T, sc chaosScenario, name string, sum *chaosSummary
 	if sc.fencing && !sc.outOfModel && f.inversions > 0 {
 		t.Errorf("got %d fences that did not rise, want 0; %s", f.inversions, replay)
 	}
-	if f.success < sc.minSuccess {
-		t.Errorf("got %.1f%% of Lock calls acquiring, want at least %.0f%%; %s", f.success, sc.minSuccess, replay)
+	if f.success < sc.minSuccess || f.acquisitions < sc.minAcquisitions {
+		t.Errorf("scenario %s (seed %d) missed its liveness floor: got %.1f%% of Lock calls acquiring (floor %.0f%%) and %d acquisitions (floor %d); %s\nfault log:\n%s",
+			name, r.seed, f.success, sc.minSuccess, f.acquisitions, sc.minAcquisitions, replay, r.faultLogText())
 	}
 	return true
 }
@@ -662,6 +740,11 @@ func (r *chaosRun) execute(faults func(*chaosRun)) chaosFigures {
 	r.t.Helper()
 	stop, cancel := context.WithCancel(context.Background())
 	r.start = time.Now()
+	if r.mix != nil {
+		// Before the workload and the faults, within the run's time: the
+		// probe's watchers read r.start, which must not change after.
+		r.mix.probe()
+	}
 	wait := r.work(stop)
 	// Cancel and wait even when a fault fails the test fatally, so that no
 	// worker outlives it.
@@ -677,11 +760,19 @@ func (r *chaosRun) execute(faults func(*chaosRun)) chaosFigures {
 	// as it resumes; let it, before the Clients close and the scan begins.
 	r.sleep(50 * time.Millisecond)
 	r.cl.closeClients()
+	if r.mix != nil {
+		r.mix.clientsClosed()
+	}
 	// Requests still held by a proxy would reach the nodes during the
 	// scan: drop them. The Clients have given up on them.
 	r.cl.closeProxies()
 	f := r.rec.figures()
-	f.residue, f.orphans = r.residue()
+	if r.mix != nil {
+		f.mix = r.mix.figures()
+		f.residue = r.mix.residue()
+	} else {
+		f.residue, f.orphans = r.residue()
+	}
 	r.t.Logf("chaos-detail: scenario=%s lock-calls=%d unlock-not-held=%d extended=%d fence-inversions=%d wrong-votes=%d orphans=%d%s",
 		r.name, r.rec.calls, r.rec.notHeld, r.rec.extended, f.inversions, f.wrongVotes, f.orphans, r.cl.proxyStats())
 	return f
@@ -1265,7 +1356,7 @@ func (r *chaosRun) randomFaults(deadline time.Time, restartDelay time.Duration) 
 // the summary of the in-model ones.
 func TestChaos(t *testing.T) {
 	sum := &chaosSummary{}
-	for _, sc := range append(chaosScenarios(), chaosSharedScenarios()...) {
+	for _, sc := range slices.Concat(chaosScenarios(), chaosSharedScenarios(), chaosMixScenarios()) {
 		t.Run(sc.name, func(t *testing.T) { runChaosScenario(t, sc, sum) })
 	}
 	for _, c := range chaosControls() {
@@ -1274,14 +1365,18 @@ func TestChaos(t *testing.T) {
 	if sum.scenarios > 0 {
 		chaosPrint(t, sum.line())
 	}
+	if sum.mixScenarios > 0 {
+		chaosPrint(t, sum.mixLine())
+	}
 }
 
 // TestChaosSoak runs rounds of a minute of the random mix of faults, late
 // delivery and lost replies among them, with Clients that fail fast and
 // retry as go-redis does by default, until at least 100,000 locks have been
 // acquired, with more Clients and keys than the
-// default scenarios to go faster. It runs only in the long mode, and gives up
-// after an hour.
+// default scenarios to go faster. Every other round drives the mixed
+// workload (chaos_mix_test.go) instead of plain locks. It runs only in the
+// long mode, and gives up after an hour.
 func TestChaosSoak(t *testing.T) {
 	if !chaosLong() {
 		t.Skip("the soak runs only with -chaos.long or REDLOCK_CHAOS_LONG=1")
@@ -1294,6 +1389,9 @@ func TestChaosSoak(t *testing.T) {
 			t.Fatalf("got %d acquisitions in an hour, want %d", sum.acquisitions, want)
 		}
 		name := fmt.Sprintf("soak-%d", round)
+		if round%2 == 1 {
+			name = fmt.Sprintf("soak-mix-%d", round)
+		}
 		sc := chaosScenario{
 			name: name, minSuccess: 50, fencing: true, verdicts: true,
 			cluster: chaosClusterOpts{backend: realBackend, clients: 4, proxied: true, persistence: true, fastFailClients: true},
@@ -1305,9 +1403,22 @@ func TestChaosSoak(t *testing.T) {
 				r.randomFaults(r.start.Add(r.load.duration*9/10), r.load.ttl+r.load.ttl/2)
 			},
 		}
+		if round%2 == 1 {
+			// Fencing is a per-call option of the mix: readers and
+			// permits refuse it.
+			sc.mix, sc.fencing, sc.minSuccess, sc.minAcquisitions = true, false, 5, 100
+			sc.load = func(l *chaosLoad) {
+				mixLoad(l)
+				l.duration = time.Minute
+			}
+			sc.faults = func(r *chaosRun) { r.randomFaults(r.start.Add(r.load.duration*9/10), mixRestartDelay(r.load.ttl)) }
+		}
 		if !t.Run(name, func(t *testing.T) { runChaosScenario(t, sc, sum) }) {
 			break
 		}
 	}
 	chaosPrint(t, sum.line())
+	if sum.mixScenarios > 0 {
+		chaosPrint(t, sum.mixLine())
+	}
 }
