@@ -381,6 +381,9 @@ type probe struct {
 	// They find an ACL that does not cover the Client's key prefix.
 	keys    *redis.Cmd
 	publish *redis.IntCmd
+	// barrier publishes on the probe's barrier channel, with
+	// WithReplicaAck only (see waitCmds).
+	barrier *redis.IntCmd
 	// cluster is CLUSTER INFO, for a Redis Cluster node only.
 	cluster *redis.StringCmd
 }
@@ -420,6 +423,9 @@ func (n *node) probe(ctx context.Context, out chan<- checkMsg) {
 	pk := n.pipe.c.cfg.keyPrefix + checkKey
 	p.keys = pl.Eval(ctx, checkKeysSrc, []string{pk, keyspace.Waiting(pk), keyspace.Fence(pk)}, "redlock check")
 	p.publish = pl.Publish(ctx, keyspace.Channel(pk), "redlock check")
+	if n.pipe.c.cfg.replicaAck > 0 {
+		p.barrier = pl.Publish(ctx, keyspace.Barrier(pk), "redlock check")
+	}
 	if n.cluster != nil {
 		p.cluster = pl.ClusterInfo(ctx)
 	}
@@ -460,6 +466,7 @@ type nodeFacts struct {
 	keysDenied error            // NOPERM to the probe's lock keys
 	scriptErr  string           // a command the lock scripts run, refused inside the probe's script
 	chanDenied error            // NOPERM to the probe's release channel
+	barDenied  error            // NOPERM to the probe's barrier channel (WithReplicaAck)
 	errs       map[string]error // why a check could not read its setting, by check
 	aofKnown   bool             // AppendOnly was read
 	rewrite    string           // no-appendfsync-on-rewrite
@@ -514,6 +521,11 @@ func (n *node) facts(p *probe, second *clockSample, wait time.Duration) nodeFact
 	}
 	if err := p.publish.Err(); redis.IsPermissionError(err) {
 		f.chanDenied = err
+	}
+	if p.barrier != nil {
+		if err := p.barrier.Err(); redis.IsPermissionError(err) {
+			f.barDenied = err
+		}
 	}
 	if failed == len(p.cmds()) {
 		// Down, refused, unauthenticated, loading...: not a usable node.
@@ -1011,7 +1023,12 @@ func (c *Client) checkKeyspace(f *nodeFacts, add addFunc) {
 			"an Unlock that waiters marked fails on this node, and waiters are not woken", p, f.chanDenied),
 			fmt.Sprintf("allow the channels: ACL SETUSER <user> &%s* (see docs/DEPLOYMENT.md)", p))
 	}
-	if f.keysDenied == nil && f.scriptErr == "" && f.chanDenied == nil && f.readOnly == nil {
+	if f.barDenied != nil {
+		add(SeverityCritical, "acl", f, fmt.Sprintf("the user may not publish on the barrier channels under the key prefix %q (%v): "+
+			"with WithReplicaAck, this node's yes never counts (ErrReplicaAck)", p, f.barDenied),
+			fmt.Sprintf("allow the channels: ACL SETUSER <user> &%s* (see docs/DEPLOYMENT.md)", p))
+	}
+	if f.keysDenied == nil && f.scriptErr == "" && f.chanDenied == nil && f.barDenied == nil && f.readOnly == nil {
 		add(SeverityOK, "acl", f, fmt.Sprintf("the user may write the lock keys and channels under the key prefix %q", p), "")
 	}
 }

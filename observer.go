@@ -80,20 +80,20 @@ func (c *Client) callObserver(name string, call func(Observer)) {
 		return
 	}
 	if p, stack := c.callObserverQuietly(call); p != nil {
-		// Logged outside quietMu: the logger takes it too, and a second
-		// RLock would deadlock against a Close waiting for the first.
+		// Logged once the call has left the gate: Close waits for what is
+		// inside it.
 		c.renewer.notify.panicked(name, p, stack)
 	}
 }
 
-// callObserverQuietly makes the call under quietMu, so that Close waits for
-// it, and returns what it panicked with, if it did.
+// callObserverQuietly makes the call through the Client's callback gate,
+// so that Close waits for it, and returns what it panicked with, if it
+// did.
 func (c *Client) callObserverQuietly(call func(Observer)) (p any, stack []byte) {
-	c.quietMu.RLock()
-	defer c.quietMu.RUnlock()
-	if c.quiet {
+	if !c.callbacks.enter() {
 		return nil, nil
 	}
+	defer c.callbacks.leave()
 	defer func() {
 		if p = recover(); p != nil {
 			stack = debug.Stack()
@@ -291,11 +291,10 @@ func (h *quietHandler) Enabled(ctx context.Context, l slog.Level) (on bool) {
 
 // Handle passes r on, unless the Client has been closed.
 func (h *quietHandler) Handle(ctx context.Context, r slog.Record) error {
-	h.c.quietMu.RLock()
-	defer h.c.quietMu.RUnlock()
-	if h.c.quiet {
+	if !h.c.callbacks.enter() {
 		return nil
 	}
+	defer h.c.callbacks.leave()
 	// A handler that panics loses its record, not the goroutine that
 	// logged it: a renewal, an expiry, a sender of the node's requests.
 	defer func() { _ = recover() }()
@@ -347,4 +346,59 @@ func (c *Client) Nodes() []NodeStatus {
 		out[i] = s
 	}
 	return out
+}
+
+// callGate admits the calls of the Observer and the logger until Close,
+// which then waits for those still running, within its grace: a stuck one
+// cannot hold Close, nor the calls that come after it (a sync.RWMutex
+// would queue them behind Close's Lock). The zero value admits calls. It is
+// safe for concurrent use.
+type callGate struct {
+	mu       sync.Mutex
+	closed   bool          // guarded by mu; no call is admitted
+	inFlight int           // guarded by mu; calls admitted and running
+	idle     chan struct{} // guarded by mu; closed when inFlight drops to 0 after close
+}
+
+// enter admits a call, unless the gate is closed. A call admitted must
+// leave.
+func (g *callGate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.inFlight++
+	return true
+}
+
+func (g *callGate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inFlight--; g.inFlight == 0 && g.idle != nil {
+		close(g.idle)
+		g.idle = nil
+	}
+}
+
+// close admits no more calls, and waits until those running have left, or
+// until deadline.
+func (g *callGate) close(deadline time.Time) {
+	g.mu.Lock()
+	g.closed = true
+	if g.inFlight == 0 {
+		g.mu.Unlock()
+		return
+	}
+	if g.idle == nil {
+		g.idle = make(chan struct{})
+	}
+	idle := g.idle
+	g.mu.Unlock()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
 }

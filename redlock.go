@@ -55,11 +55,10 @@ type Client struct {
 	// waits for them only so long (see closeGrace).
 	wg sync.WaitGroup
 
-	// quietMu guards quiet, which Close sets as it returns: from then on
-	// the Observer and the logger hear nothing more, even from a timer or a
+	// callbacks admits the calls of the Observer and the logger until
+	// Close: from then on they hear nothing more, even from a timer or a
 	// straggling request.
-	quietMu sync.RWMutex
-	quiet   bool
+	callbacks callGate
 
 	renewer  *renewer  // renews auto-extended locks
 	waitlist *waitlist // wakes waiting Lock calls on release
@@ -152,7 +151,8 @@ func (c *Client) Quorum() int { return c.quorum }
 // nodes' go-redis clients plus a second (6s with go-redis's defaults; 1s when
 // reads have no timeout). A request that outlives that ends on its own.
 // Once Close has returned, the Observer and the logger are never called
-// again, even for a lock whose validity runs out later.
+// again, even for a lock whose validity runs out later; a call of theirs
+// still running when the grace ends (a stuck Observer) is not waited for.
 //
 // Close does not close the go-redis clients, and locks still held stay held
 // until they expire or are unlocked: Unlock fails after Close, so unlock
@@ -170,9 +170,10 @@ func (c *Client) Close() error {
 	waitAtMost(&c.wg, time.Until(grace))
 	// The losses found before Close are still reported.
 	c.renewer.notify.drain(time.Until(grace))
-	c.quietMu.Lock()
-	c.quiet = true
-	c.quietMu.Unlock()
+	// From here on no callback starts; those already running are waited
+	// for, within the same grace: a stuck Observer or logger cannot hold
+	// Close.
+	c.callbacks.close(grace)
 	return nil
 }
 

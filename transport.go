@@ -262,10 +262,23 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 		recv = p.c.now()
 	}
 	clear(cmds)
+	var acks int64
+	var ackErr error
+	if wait != nil {
+		if acks, ackErr = wait.Result(); ackErr != nil {
+			ackErr = fmt.Errorf("WAIT failed: %w", ackErr)
+		}
+		if err := publish.Err(); err != nil {
+			// Without the barrier the WAIT may not cover a write that a
+			// copy of the request made on another connection (Redis 7.2
+			// and later): it proves nothing.
+			acks, ackErr = 0, fmt.Errorf("the PUBLISH before WAIT failed: %w", err)
+		}
+	}
 	for _, j := range live {
 		if wait != nil {
 			if a, ok := j.(acker); ok && a.replicas() > 0 {
-				a.acked(wait.Result())
+				a.acked(acks, ackErr)
 			}
 		}
 		if j.done(sent, recv) {
@@ -513,7 +526,7 @@ func waitCmds(live []job, now time.Time) (publish, wait *redis.IntCmd) {
 func replicaAckErr(want int, got int64, err error) error {
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: WAIT failed: %w", ErrReplicaAck, err)
+		return fmt.Errorf("%w: %w", ErrReplicaAck, err)
 	case got < int64(want):
 		return fmt.Errorf("%w: %d of %d within the node timeout", ErrReplicaAck, got, want)
 	}
