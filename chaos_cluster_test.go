@@ -28,11 +28,25 @@ const (
 	// realBackend runs redis-server processes through redistest: SIGKILL,
 	// SIGSTOP and restarts are the real thing.
 	realBackend
+	// clusterBackend makes every node a Redis Cluster of three
+	// redis-server masters (redistest.StartCluster), reached through a
+	// go-redis ClusterClient. The generic faults do not apply: the cluster
+	// faults (cluster_test.go) hit the master that serves the slot of
+	// chaosClusterTag, which the mix puts on every key it uses.
+	clusterBackend
 )
 
+// chaosClusterTag is the hash tag of every key the mix uses on cluster
+// nodes: the keys of one script must share a slot there, and the cluster
+// faults aim at this one.
+const chaosClusterTag = "{chaos}"
+
 func (b chaosBackend) String() string {
-	if b == realBackend {
+	switch b {
+	case realBackend:
 		return "real"
+	case clusterBackend:
+		return "cluster"
 	}
 	return "mini"
 }
@@ -74,18 +88,21 @@ func chaosRedisOptions(addr string) *redis.Options {
 	}
 }
 
-// chaosNode is one Redis master of a scenario: a miniredis or a
-// redis-server, one of the two. Its methods are called from the test
-// goroutine only.
+// chaosNode is one Redlock node of a scenario: a miniredis, a
+// redis-server, or a Redis Cluster, one of the three. Its methods are
+// called from the test goroutine only.
 type chaosNode struct {
-	t     *testing.T
-	index int
-	mini  *miniredis.Miniredis
-	srv   *redistest.Server
+	t       *testing.T
+	index   int
+	mini    *miniredis.Miniredis
+	srv     *redistest.Server
+	cluster *redistest.Cluster
 	// admin talks to the node directly, never through a proxy: it injects
-	// faults and scans for residue.
-	admin *redis.Client
-	down  bool // killed and not restarted since
+	// faults and scans for residue. For a cluster it is nil, and masters
+	// reach each of its masters.
+	admin   *redis.Client
+	masters []*redis.Client
+	down    bool // killed and not restarted since
 	// clock runs a miniredis node's clock once stepClock has moved it.
 	clock *offsetClock
 }
@@ -93,10 +110,36 @@ type chaosNode struct {
 func (n *chaosNode) String() string { return fmt.Sprintf("node %d", n.index) }
 
 func (n *chaosNode) addr() string {
-	if n.mini != nil {
+	switch {
+	case n.mini != nil:
 		return n.mini.Addr()
+	case n.cluster != nil:
+		n.t.Fatalf("%v is a cluster: it has no single address", n)
 	}
 	return n.srv.Addr()
+}
+
+// admins are the clients that reach every server of the node directly:
+// admin, or a cluster's masters.
+func (n *chaosNode) admins() []*redis.Client {
+	if n.cluster != nil {
+		return n.masters
+	}
+	return []*redis.Client{n.admin}
+}
+
+// dial returns a go-redis client of the node with ro's settings: a plain
+// client of ro.Addr, or for a cluster a ClusterClient of its masters
+// (ro.Addr is then unused: a proxy between them would hide the addresses
+// that MOVED and ASK name).
+func (n *chaosNode) dial(ro *redis.Options) redis.UniversalClient {
+	if n.cluster == nil {
+		return redis.NewClient(ro)
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: n.cluster.Addrs(), MaxRetries: ro.MaxRetries, ContextTimeoutEnabled: ro.ContextTimeoutEnabled,
+		DialTimeout: ro.DialTimeout, ReadTimeout: ro.ReadTimeout, WriteTimeout: ro.WriteTimeout, PoolTimeout: ro.PoolTimeout,
+	})
 }
 
 // kill stops the node at once: SIGKILL, or closing the miniredis.
@@ -310,39 +353,41 @@ func (n *chaosNode) lockKeys(prefix string) []chaosKey {
 		return out
 	}
 	ctx := n.t.Context()
-	iter := n.admin.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		k := iter.Val()
-		if isFenceCounter(k) {
-			continue
-		}
-		typ, err := n.admin.Type(ctx, k).Result()
-		if err != nil {
-			n.t.Fatalf("%v: TYPE: %v", n, err)
-		}
-		var values []string
-		switch typ {
-		case "string":
-			if v, err := n.admin.Get(ctx, k).Result(); err == nil {
-				values = []string{v}
+	for _, admin := range n.admins() {
+		iter := admin.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			if isFenceCounter(k) {
+				continue
 			}
-		case "hash":
-			fields, _ := n.admin.HKeys(ctx, k).Result()
-			values = holderValues(typ, fields)
-		case "zset":
-			members, _ := n.admin.ZRange(ctx, k, 0, -1).Result()
-			values = holderValues(typ, members)
+			typ, err := admin.Type(ctx, k).Result()
+			if err != nil {
+				n.t.Fatalf("%v: TYPE: %v", n, err)
+			}
+			var values []string
+			switch typ {
+			case "string":
+				if v, err := admin.Get(ctx, k).Result(); err == nil {
+					values = []string{v}
+				}
+			case "hash":
+				fields, _ := admin.HKeys(ctx, k).Result()
+				values = holderValues(typ, fields)
+			case "zset":
+				members, _ := admin.ZRange(ctx, k, 0, -1).Result()
+				values = holderValues(typ, members)
+			}
+			ttl, err := admin.PTTL(ctx, k).Result()
+			if err != nil {
+				n.t.Fatalf("%v: PTTL: %v", n, err)
+			}
+			for _, v := range values {
+				out = append(out, chaosKey{node: n.index, key: k, value: v, pttl: ttl})
+			}
 		}
-		ttl, err := n.admin.PTTL(ctx, k).Result()
-		if err != nil {
-			n.t.Fatalf("%v: PTTL: %v", n, err)
+		if err := iter.Err(); err != nil {
+			n.t.Fatalf("%v: SCAN: %v", n, err)
 		}
-		for _, v := range values {
-			out = append(out, chaosKey{node: n.index, key: k, value: v, pttl: ttl})
-		}
-	}
-	if err := iter.Err(); err != nil {
-		n.t.Fatalf("%v: SCAN: %v", n, err)
 	}
 	return out
 }
@@ -394,6 +439,23 @@ func newChaosCluster(t *testing.T, opts chaosClusterOpts, rng *rand.Rand, lockOp
 		for i, s := range redistest.StartN(t, opts.nodes, redistest.Options{Persistence: opts.persistence}) {
 			cl.nodes = append(cl.nodes, &chaosNode{t: t, index: i, srv: s})
 		}
+	case clusterBackend:
+		// A restarted master must come back empty and still in its
+		// cluster: no persistence, and redistest's Restart keeps
+		// nodes.conf.
+		if opts.proxied || opts.persistence {
+			t.Fatalf("cluster nodes take neither proxies nor persistence")
+		}
+		redistest.Require(t)
+		for i, c := range redistest.StartClusters(t, opts.nodes, 3, redistest.Options{}) {
+			n := &chaosNode{t: t, index: i, cluster: c}
+			for _, s := range c.Masters {
+				rc := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: time.Second})
+				t.Cleanup(func() { _ = rc.Close() })
+				n.masters = append(n.masters, rc)
+			}
+			cl.nodes = append(cl.nodes, n)
+		}
 	default:
 		for i := range opts.nodes {
 			m := miniredis.NewMiniRedis()
@@ -406,6 +468,9 @@ func newChaosCluster(t *testing.T, opts chaosClusterOpts, rng *rand.Rand, lockOp
 		}
 	}
 	for _, n := range cl.nodes {
+		if n.cluster != nil {
+			continue
+		}
 		n.admin = redis.NewClient(&redis.Options{Addr: n.addr(), ReadTimeout: time.Second})
 		t.Cleanup(func() { _ = n.admin.Close() })
 	}
@@ -413,7 +478,10 @@ func newChaosCluster(t *testing.T, opts chaosClusterOpts, rng *rand.Rand, lockOp
 		cc := &chaosClient{index: ci}
 		rcs := make([]redis.UniversalClient, len(cl.nodes))
 		for i, n := range cl.nodes {
-			addr := n.addr()
+			var addr string
+			if n.cluster == nil {
+				addr = n.addr()
+			}
 			if opts.proxied {
 				p, err := faultproxy.New(addr, rng.Uint64())
 				if err != nil {
@@ -431,7 +499,7 @@ func newChaosCluster(t *testing.T, opts chaosClusterOpts, rng *rand.Rand, lockOp
 				ro = &redis.Options{Addr: addr, ContextTimeoutEnabled: true,
 					ReadTimeout: 50*time.Millisecond + time.Duration(rng.Int64N(int64(50*time.Millisecond)+1))}
 			}
-			rc := redis.NewClient(ro)
+			rc := n.dial(ro)
 			t.Cleanup(func() { _ = rc.Close() })
 			rs := &resender{rng: rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))}
 			rc.AddHook(rs)

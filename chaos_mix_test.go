@@ -4,8 +4,9 @@ package redlock
 // kind of hold the library offers, on keys that look alike, from Clients
 // whose callbacks misbehave, while other Clients are closed with their calls
 // in flight. A scenario runs it with chaosScenario.mix; the checker reads
-// the history it records (chaos_check_test.go). Run its scenarios, and its
-// negative control, with:
+// the history it records (chaos_check_test.go). TestChaosClusterNodes
+// (cluster_test.go) runs it on Redis Cluster nodes. Run its scenarios, and
+// its negative control, with:
 //
 //	go test -race -count=1 -run '^TestChaos$/^(mix-|control-mix-)' -v .
 //	go test -race -count=1 -run '^TestChaos$/^mix-late-delivery$' -v . -chaos.seed=1234
@@ -224,6 +225,9 @@ func newMixRun(r *chaosRun, opts []Option) *mixRun {
 	if r.load.keys > 0 && r.load.keys < len(m.keys) {
 		m.keys = m.keys[:r.load.keys]
 	}
+	if r.cl.opts.backend == clusterBackend {
+		m.keys, m.reserved = mixTagKeys(r, m.keys), mixTagKeys(r, m.reserved)
+	}
 	m.permits = map[string]int{}
 	for i, k := range m.keys {
 		m.permits[k] = 1 + i%3
@@ -246,6 +250,23 @@ func newMixRun(r *chaosRun, opts []Option) *mixRun {
 	}
 	r.t.Logf("chaos-detail: scenario=%s mix keys %s reserved %d", r.name, strings.Join(quoted, " "), len(m.reserved))
 	return m
+}
+
+// mixTagKeys puts chaosClusterTag in front of each key, for cluster
+// nodes: every multi-key call is then legal there, and the cluster faults,
+// which aim at the tag's slot, hit every key. The look-alikes stay alike,
+// and a reserved key stays reserved.
+func mixTagKeys(r *chaosRun, keys []string) []string {
+	r.t.Helper()
+	slot := keyspace.Slot(chaosClusterTag)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = chaosClusterTag + k
+		if got := keyspace.Slot(r.prefix + out[i]); got != slot {
+			r.t.Fatalf("key %s under prefix %q is in slot %d, want the tag's %d", shortKey(out[i]), r.prefix, got, slot)
+		}
+	}
+	return out
 }
 
 // rebuild replaces a Client of the cluster by one over the same go-redis
@@ -967,11 +988,13 @@ func (m *mixRun) churn(stop context.Context, rng *rand.Rand) {
 func (m *mixRun) newChurnClient(gen int) (*mixClient, func()) {
 	cl := m.r.cl
 	rcs := make([]redis.UniversalClient, len(cl.nodes))
-	var own []*redis.Client
 	for i, n := range cl.nodes {
-		addr := n.addr()
-		if cl.opts.proxied {
+		var addr string // unused by a cluster's client
+		switch {
+		case cl.opts.proxied:
 			addr = cl.clients[0].proxies[i].Addr()
+		case n.cluster == nil:
+			addr = n.addr()
 		}
 		ro := chaosRedisOptions(addr)
 		switch {
@@ -980,12 +1003,10 @@ func (m *mixRun) newChurnClient(gen int) (*mixClient, func()) {
 		case cl.opts.fastFailClients:
 			ro = &redis.Options{Addr: addr, ContextTimeoutEnabled: true, ReadTimeout: 75 * time.Millisecond}
 		}
-		rc := redis.NewClient(ro)
-		rcs[i] = rc
-		own = append(own, rc)
+		rcs[i] = n.dial(ro)
 	}
 	closeRedis := func() {
-		for _, rc := range own {
+		for _, rc := range rcs {
 			_ = rc.Close()
 		}
 	}
@@ -1153,40 +1174,43 @@ func (m *mixRun) residue() int {
 	return left
 }
 
-// mixScan lists the keys under prefix on node n, fence counters aside,
-// with their kind and TTL. Reading them expires those whose time has come.
+// mixScan lists the keys under prefix on node n (on every master of a
+// cluster), fence counters aside, with their kind and TTL. Reading them
+// expires those whose time has come.
 func mixScan(n *chaosNode, prefix string) []mixKey {
 	n.t.Helper()
 	ctx := n.t.Context()
 	var out []mixKey
-	iter := n.admin.Scan(ctx, 0, globEscape(prefix)+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		k := iter.Val()
-		if !strings.HasPrefix(k, prefix) || isFenceCounter(k) {
-			continue
-		}
-		typ, err := n.admin.Type(ctx, k).Result()
-		if err != nil {
-			n.t.Fatalf("%v: TYPE: %v", n, err)
-		}
-		pttl, err := n.admin.PTTL(ctx, k).Result()
-		if err != nil {
-			n.t.Fatalf("%v: PTTL: %v", n, err)
-		}
-		if typ == "none" || pttl == -2*time.Nanosecond || pttl == -2*time.Millisecond {
-			continue // expired between SCAN and TYPE
-		}
-		kind := typ
-		if i := strings.Index(k, keyspace.Reserved); i >= 0 {
-			kind = "derived"
-			if keyspace.Waiting(k[:i]) == k {
-				kind = "marker"
+	for _, admin := range n.admins() {
+		iter := admin.Scan(ctx, 0, globEscape(prefix)+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			if !strings.HasPrefix(k, prefix) || isFenceCounter(k) {
+				continue
 			}
+			typ, err := admin.Type(ctx, k).Result()
+			if err != nil {
+				n.t.Fatalf("%v: TYPE: %v", n, err)
+			}
+			pttl, err := admin.PTTL(ctx, k).Result()
+			if err != nil {
+				n.t.Fatalf("%v: PTTL: %v", n, err)
+			}
+			if typ == "none" || pttl == -2*time.Nanosecond || pttl == -2*time.Millisecond {
+				continue // expired between SCAN and TYPE
+			}
+			kind := typ
+			if i := strings.Index(k, keyspace.Reserved); i >= 0 {
+				kind = "derived"
+				if keyspace.Waiting(k[:i]) == k {
+					kind = "marker"
+				}
+			}
+			out = append(out, mixKey{node: n.index, key: k, kind: kind, pttl: pttl})
 		}
-		out = append(out, mixKey{node: n.index, key: k, kind: kind, pttl: pttl})
-	}
-	if err := iter.Err(); err != nil {
-		n.t.Fatalf("%v: SCAN: %v", n, err)
+		if err := iter.Err(); err != nil {
+			n.t.Fatalf("%v: SCAN: %v", n, err)
+		}
 	}
 	return out
 }
@@ -1656,4 +1680,58 @@ func TestChaosMixWatcherFindsLateDone(t *testing.T) {
 			_ = l.Unlock(context.Background()) // closes Done, which the watcher stopped waiting for
 		})
 	}
+}
+
+// TestChaosMixSoak runs the mix for rounds of a minute, every fault family
+// drawn at random (randomFaults: restarts, pauses, latency, blackholes,
+// dropped replies, resets, client cuts, READONLY, NOSCRIPT, late delivery,
+// lost replies), with a kernel partition of one node between draws, until
+// 100,000 mixed acquisitions. It runs only in the long mode:
+//
+//	REDLOCK_CHAOS_LONG=1 go test -race -count=1 -run 'ChaosMixSoak' -v -timeout 90m .
+func TestChaosMixSoak(t *testing.T) {
+	if !chaosLong() {
+		t.Skip("the mix soak runs only with -chaos.long or REDLOCK_CHAOS_LONG=1")
+	}
+	const want = 100_000
+	giveUp := time.Now().Add(80 * time.Minute)
+	sum := &chaosSummary{}
+	for round := 0; sum.acquisitions < want; round++ {
+		if time.Now().After(giveUp) {
+			t.Fatalf("got %d mixed acquisitions in 80 minutes, want %d", sum.acquisitions, want)
+		}
+		sc := chaosScenario{
+			name: fmt.Sprintf("mix-soak-%d", round), mix: true, minSuccess: 5, minAcquisitions: 100, verdicts: true,
+			cluster: chaosClusterOpts{backend: realBackend, clients: 4, proxied: true, persistence: true, fastFailClients: true},
+			load: func(l *chaosLoad) {
+				mixLoad(l)
+				l.duration = time.Minute
+			},
+			faults: func(r *chaosRun) {
+				p := newChaosPartitioner(r)
+				end := r.start.Add(r.load.duration * 9 / 10)
+				for time.Now().Before(end) {
+					r.randomFaults(minTime(end, time.Now().Add(r.between(time.Second, 4*time.Second))), mixRestartDelay(r.load.ttl))
+					f := p.random()
+					if f.hold = min(f.hold, 1500*time.Millisecond, time.Until(end)); f.hold >= partitionMinHold {
+						f.once(r)
+					}
+				}
+			},
+		}
+		if !t.Run(sc.name, func(t *testing.T) { runChaosScenario(t, sc, sum) }) {
+			break
+		}
+		t.Logf("chaos-soak: after %s: %d mixed acquisitions", sc.name, sum.acquisitions)
+	}
+	chaosPrint(t, sum.line())
+	chaosPrint(t, sum.mixLine())
+}
+
+// minTime returns the earlier of a and b.
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -351,107 +351,141 @@ func TestClusterSlotMigration(t *testing.T) {
 	require.NoError(t, l2.Unlock(ctx))
 }
 
-// TestChaosClusterNodes is the chaos scenario on cluster nodes: three
-// Redlock nodes, each a Redis Cluster of three masters, under contention
-// from three Clients, while one cluster loses a master (killed, and
-// restarted empty once the TTL has passed), another has a master paused
-// beyond the TTL, and the third moves the slot of the contended keys to
-// another master. The checker finds no overlap, and no lock key is left
-// once every TTL has passed.
+// TestChaosClusterNodes runs clusterNodesScenario on its own; its figures
+// go into no summary. Replay it with:
+//
+//	go test -race -count=1 -run 'ChaosClusterNodes' -v . -chaos.seed=1234
 func TestChaosClusterNodes(t *testing.T) {
-	clusters, _ := clusterNodes(t, 3)
-	seed := chaosSeedOnce()
-	rng := rand.New(rand.NewPCG(uint64(seed), 0xc1))
+	sc := clusterNodesScenario()
+	t.Run(sc.name, func(t *testing.T) { runChaosScenario(t, sc, &chaosSummary{}) })
+}
+
+// clusterNodesScenario is the chaos scenario on cluster nodes: three
+// Redlock nodes, each a Redis Cluster of three masters, under the mixed
+// workload from three Clients (chaos_mix_test.go), whose keys all carry
+// chaosClusterTag. On one cluster the master that serves the tag's slot is
+// killed, and restarted empty once the longest TTL has passed; on another
+// it is paused beyond the TTL; on the third the slot moves, keys and all,
+// to another master under contention. The clusters take these turns in an
+// order drawn from the seed. The mix's checker finds no overlap among any
+// kinds of holds, no breach of the API's contracts, and nothing left under
+// the prefix on any master once every TTL has passed.
+func clusterNodesScenario() chaosScenario {
+	// A longer TTL than the mix's default, with a node timeout to match:
+	// a ClusterClient under -race on a busy machine.
 	const ttl = 500 * time.Millisecond
-	opts := []Option{WithTTL(ttl), WithNodeTimeout(100 * time.Millisecond), WithRetryDelay(time.Millisecond, 10*time.Millisecond)}
-	clients := make([]*Client, 3)
-	for i := range clients {
-		cs := make([]redis.UniversalClient, len(clusters))
-		for j, cl := range clusters {
-			cs[j] = cl.NewClient(t)
-		}
-		clients[i] = newClient(t, cs, opts...)
-	}
-	ctx := t.Context()
-	slot := int(keyspace.Slot("{chaos}"))
-
-	rec := newChaosRecorder()
-	stop, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var wg sync.WaitGroup
-	for w := range 6 {
-		c := clients[w%3]
-		wrng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
-		wg.Go(func() {
-			for stop.Err() == nil {
-				key := fmt.Sprintf("{chaos}:k%d", wrng.IntN(3))
-				lctx, lcancel := context.WithTimeout(stop, 2*time.Second)
-				called := time.Now()
-				l, err := c.Lock(lctx, key)
-				acquired := time.Now()
-				lcancel()
-				if err != nil {
-					if stop.Err() == nil {
-						rec.lockCall(false, acquired.Sub(called))
-					}
-					continue
-				}
-				rec.lockCall(true, acquired.Sub(called))
-				time.Sleep(time.Duration(wrng.IntN(3)) * time.Millisecond)
-				h := chaosHold{key: key, client: w % 3, worker: w, token: l.Token(), acquired: acquired, until: l.Until(), released: time.Now()}
-				rec.hold(h)
-				_ = l.Unlock(context.WithoutCancel(stop))
-			}
-		})
-	}
-
-	// Node 0: the master that serves the keys dies, and comes back empty
-	// once the TTL has passed.
-	time.Sleep(500 * time.Millisecond)
-	owner0, err := clusters[0].SlotOwner(ctx, slot)
-	require.NoError(t, err)
-	victim := clusters[0].Masters[owner0]
-	victim.Kill()
-	time.Sleep(ttl + ttl/2)
-	victim.Restart() // no persistence: empty, but it keeps its cluster config
-	// Node 1: the keys' master pauses beyond the TTL.
-	owner1, err := clusters[1].SlotOwner(ctx, slot)
-	require.NoError(t, err)
-	paused := clusters[1].Masters[owner1]
-	paused.Pause()
-	time.Sleep(2 * ttl)
-	paused.Resume()
-	// Node 2: the keys' slot moves to another master, under contention.
-	owner2, err := clusters[2].SlotOwner(ctx, slot)
-	require.NoError(t, err)
-	require.NoError(t, clusters[2].MigrateSlot(ctx, slot, (owner2+1)%3, func() { time.Sleep(10 * time.Millisecond) }))
-	time.Sleep(time.Second)
-	cancel()
-	wg.Wait()
-
-	f := rec.figures()
-	chaosPrint(t, fmt.Sprintf("chaos: scenario=cluster-nodes seed=%d acquisitions=%d overlaps=%d success=%.1f p50=%v p99=%v",
-		seed, f.acquisitions, len(f.overlaps), f.success, f.p50, f.p99))
-	for i, o := range f.overlaps {
-		if i == 5 {
-			break
-		}
-		t.Logf("overlap on %s by %v: client %d token %s and client %d token %s", o.a.key, o.by, o.a.client, o.a.token, o.b.client, o.b.token)
-	}
-	require.Empty(t, f.overlaps, "holders overlapped; replay with -chaos.seed=%d", seed)
-	require.Positive(t, f.acquisitions)
-	for _, cl := range clients {
-		require.NoError(t, cl.Close())
-	}
-	// No lock key outlives its TTL on any master.
-	time.Sleep(ttl + 100*time.Millisecond)
-	for i, cl := range clusters {
-		for j, m := range cl.Masters {
-			keys, err := m.NewClient(t).Keys(ctx, "{chaos}*").Result()
-			require.NoError(t, err)
-			for _, k := range keys {
-				require.True(t, isFenceCounter(k), "node %d master %d: key %s left after its TTL", i, j, k)
-			}
-		}
+	return chaosScenario{
+		name: "cluster-nodes", mix: true, minSuccess: 5, minAcquisitions: 5, verdicts: true,
+		cluster: chaosClusterOpts{backend: clusterBackend, nodes: 3, clients: 3, defaultClients: true},
+		load: func(l *chaosLoad) {
+			mixLoad(l)
+			l.ttl, l.nodeTimeout, l.duration = ttl, 100*time.Millisecond, 7*time.Second
+		},
+		faults: func(r *chaosRun) {
+			nodes := r.pick(3)
+			r.at(0.07)
+			kill := &slotOwnerRestartFault{node: nodes[0], delay: mixRestartDelay(ttl)}
+			r.inject(kill)
+			r.heal(kill)
+			// A restarted master answers CLUSTERDOWN for its first two
+			// seconds (Redis's CLUSTER_WRITABLE_DELAY): the pause waits
+			// for that, so that two nodes are not out at once.
+			r.at(0.57)
+			r.during(&slotOwnerPauseFault{node: nodes[1]}, r.between(2*ttl, 3*ttl))
+			r.at(0.8)
+			move := &slotMigrationFault{node: nodes[2]}
+			r.inject(move)
+			r.heal(move)
+		},
 	}
 }
+
+// chaosSlot is the slot of chaosClusterTag, which every key of the mix is
+// in on cluster nodes.
+var chaosSlot = int(keyspace.Slot(chaosClusterTag))
+
+// chaosSlotOwner returns the index of the master of cluster node i that
+// serves chaosSlot.
+func chaosSlotOwner(r *chaosRun, i int) int {
+	r.t.Helper()
+	owner, err := r.cl.nodes[i].cluster.SlotOwner(r.t.Context(), chaosSlot)
+	if err != nil {
+		r.t.Fatalf("node %d: the owner of slot %d: %v", i, chaosSlot, err)
+	}
+	return owner
+}
+
+// slotOwnerRestartFault kills the master of a cluster node that serves
+// chaosSlot and, on heal, once delay has passed since the kill, restarts
+// it: without persistence it comes back with no keys but with its cluster
+// config (nodes.conf), and serves its slots again.
+type slotOwnerRestartFault struct {
+	node   int
+	delay  time.Duration // more than the longest TTL
+	master int           // set by inject
+	killed time.Time
+}
+
+func (f *slotOwnerRestartFault) String() string {
+	return fmt.Sprintf("restart the master of slot %d on cluster node %d (empty, delayed by %v)", chaosSlot, f.node, f.delay)
+}
+
+func (f *slotOwnerRestartFault) inject(r *chaosRun) {
+	f.master = chaosSlotOwner(r, f.node)
+	r.cl.nodes[f.node].cluster.Masters[f.master].Kill()
+	f.killed = time.Now()
+}
+
+func (f *slotOwnerRestartFault) heal(r *chaosRun) {
+	r.sleep(time.Until(f.killed.Add(f.delay)))
+	r.cl.nodes[f.node].cluster.Masters[f.master].Restart()
+}
+
+// slotOwnerPauseFault stops the master of a cluster node that serves
+// chaosSlot with SIGSTOP until heal, as pauseFault does a plain node. It
+// must end within the cluster's node timeout (2s), or the other masters
+// would mark it failed.
+type slotOwnerPauseFault struct{ node, master int }
+
+func (f *slotOwnerPauseFault) String() string {
+	return fmt.Sprintf("pause the master of slot %d on cluster node %d", chaosSlot, f.node)
+}
+
+func (f *slotOwnerPauseFault) inject(r *chaosRun) {
+	f.master = chaosSlotOwner(r, f.node)
+	r.cl.nodes[f.node].cluster.Masters[f.master].Pause()
+}
+
+func (f *slotOwnerPauseFault) heal(r *chaosRun) {
+	r.cl.nodes[f.node].cluster.Masters[f.master].Resume()
+}
+
+// slotMigrationFault moves chaosSlot of a cluster node, with every key in
+// it, to another of its masters drawn from the seed (redistest's
+// MigrateSlot: two keys a batch, 10ms apart), while the workload runs:
+// clients get ASK during the move and MOVED after it. inject makes the
+// whole move; there is nothing to heal.
+type slotMigrationFault struct{ node, from, to int }
+
+func (f *slotMigrationFault) String() string {
+	return fmt.Sprintf("migrate slot %d on cluster node %d", chaosSlot, f.node)
+}
+
+func (f *slotMigrationFault) inject(r *chaosRun) {
+	c := r.cl.nodes[f.node].cluster
+	f.from = chaosSlotOwner(r, f.node)
+	f.to = (f.from + 1 + r.rng.IntN(len(c.Masters)-1)) % len(c.Masters)
+	keys, err := r.cl.nodes[f.node].masters[f.from].ClusterCountKeysInSlot(r.t.Context(), chaosSlot).Result()
+	if err != nil {
+		r.t.Fatalf("node %d: CLUSTER COUNTKEYSINSLOT: %v", f.node, err)
+	}
+	if err := c.MigrateSlot(r.t.Context(), chaosSlot, f.to, func() { time.Sleep(10 * time.Millisecond) }); err != nil {
+		r.t.Fatalf("node %d: migrate slot %d from master %d to %d: %v", f.node, chaosSlot, f.from, f.to, err)
+	}
+	if owner := chaosSlotOwner(r, f.node); owner != f.to {
+		r.t.Fatalf("node %d: slot %d is on master %d after the move, want %d", f.node, chaosSlot, owner, f.to)
+	}
+	r.logf("node %d: slot %d moved from master %d to %d, with the %d keys it had when the move began", f.node, chaosSlot, f.from, f.to, keys)
+}
+
+func (*slotMigrationFault) heal(*chaosRun) {}
