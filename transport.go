@@ -227,8 +227,18 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 		return cmds
 	}
 	cmds = cmds[:0]
+	var follows []bool // cluster nodes only: see dispatchApart
 	for _, j := range live {
+		start := len(cmds)
 		cmds = j.commands(cmds)
+		if p.n.cluster != nil {
+			// An acquire's waiting markers go before it, in order.
+			aj, ordered := j.(*acquireJob)
+			ordered = ordered && len(aj.mark) > 0
+			for i := start; i < len(cmds); i++ {
+				follows = append(follows, ordered && i > start)
+			}
+		}
 	}
 	publish, wait := waitCmds(live, now)
 	if wait != nil {
@@ -253,9 +263,12 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 		sent = p.c.now()
 	}
 	// Each command carries its own error.
-	if !ln.open(p.n) {
+	switch {
+	case p.n.cluster != nil && len(cmds) > 1:
+		dispatchApart(ctx, p.n.cluster, cmds, follows)
+	case !ln.open(p.n):
 		p.pooled(ctx, cmds, pl)
-	} else if ln.send(ctx, cmds) && p.n.resends {
+	case ln.send(ctx, cmds) && p.n.resends:
 		p.pooled(ctx, cmds, pl)
 	}
 	if timed {
@@ -306,6 +319,34 @@ func dispatch(ctx context.Context, via processor, pl redis.Pipeliner, cmds []red
 		_ = pl.BatchProcess(ctx, cmds...)
 		_, _ = pl.Exec(ctx)
 	}
+}
+
+// dispatchApart sends each command of a batch to a Redis Cluster node in a
+// request of its own, and waits for them: at once, except that a command
+// whose follows is set goes after the one before it (an acquire after its
+// waiting markers). A go-redis cluster pipeline (v9.22 and v9.23,
+// osscluster.go pipelineReadCmds) queues a command for its next attempt
+// twice when the batch's first command asks for a retry (TRYAGAIN: a
+// script's keys half moved by a slot migration) and another command was
+// redirected (ASK, MOVED); two goroutines then write its reply at once
+// (TestClusterSlotMigration, under -race). Alone in its request, a command
+// is queued once.
+func dispatchApart(ctx context.Context, cc *redis.ClusterClient, cmds []redis.Cmder, follows []bool) {
+	var wg sync.WaitGroup
+	for i := 0; i < len(cmds); {
+		end := i + 1
+		for end < len(cmds) && follows[end] {
+			end++
+		}
+		run := cmds[i:end]
+		wg.Go(func() {
+			for _, cmd := range run {
+				dispatch(ctx, cc, cc.Pipeline(), []redis.Cmder{cmd})
+			}
+		})
+		i = end
+	}
+	wg.Wait()
 }
 
 // pooled sends a batch through the node's client and its pool.
