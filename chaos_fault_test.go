@@ -378,3 +378,17 @@ func loseRepliesAndResend(r *chaosRun) {
 	r.heal(twice)
 	r.heal(lost)
 }
+
+// restartEmpty kills the nodes and restarts them empty, all at once, as a
+// crash of several servers without persistence does.
+func (r *chaosRun) restartEmpty(nodes []int) {
+	fs := make([]chaosFault, 0, len(nodes))
+	for _, n := range nodes {
+		f := &restartFault{node: n, mode: restartEmpty}
+		r.inject(f)
+		fs = append(fs, f)
+	}
+	for _, f := range fs {
+		r.heal(f)
+	}
+}

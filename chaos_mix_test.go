@@ -1459,15 +1459,7 @@ func chaosMixScenarios() []chaosScenario {
 				nodes := r.pick(4)
 				for i, at := range []float64{0.15, 0.55} {
 					r.at(at)
-					var fs []chaosFault
-					for _, n := range nodes[2*i : 2*i+2] {
-						f := &restartFault{node: n, mode: restartEmpty}
-						r.inject(f)
-						fs = append(fs, f)
-					}
-					for _, f := range fs {
-						r.heal(f)
-					}
+					r.restartEmpty(nodes[2*i : 2*i+2])
 				}
 			}},
 		// With the node guard, one node's clock stepped forward for real
@@ -1524,15 +1516,7 @@ func chaosMixScenarios() []chaosScenario {
 			faults: func(r *chaosRun) {
 				for _, at := range []float64{0.2, 0.4, 0.6, 0.8} {
 					r.at(at)
-					var fs []chaosFault
-					for _, n := range r.pick(3) {
-						f := &restartFault{node: n, mode: restartEmpty}
-						r.inject(f)
-						fs = append(fs, f)
-					}
-					for _, f := range fs {
-						r.heal(f)
-					}
+					r.restartEmpty(r.pick(3))
 				}
 			}},
 	}

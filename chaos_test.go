@@ -1133,15 +1133,7 @@ func guardRestartScenario(guard bool) chaosScenario {
 		faults: func(r *chaosRun) {
 			r.at(0.2)
 			r.holdThrough(false, func(held []int) {
-				var fs []chaosFault
-				for _, n := range r.pick(3) {
-					f := &restartFault{node: n, mode: restartEmpty}
-					r.inject(f)
-					fs = append(fs, f)
-				}
-				for _, f := range fs {
-					r.heal(f)
-				}
+				r.restartEmpty(r.pick(3))
 			})
 		},
 	}

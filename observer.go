@@ -196,23 +196,23 @@ func (n *notifier) run() {
 		dropped := n.dropped
 		n.dropped = 0
 		batch = n.queue
-		if len(batch) == 0 {
+		idle := len(batch) == 0
+		if idle {
 			n.running = false
-			n.mu.Unlock()
+		} else {
+			n.queue, n.spare = n.spare[:0], nil
+		}
+		n.mu.Unlock()
+		if dropped > 0 {
+			n.c.log.Warn("redlock: Observer slower than the renewals: auto-extension reports dropped", "dropped", dropped)
+		}
+		if idle {
 			finished = true
 			select {
 			case n.idle <- struct{}{}:
 			default:
 			}
-			if dropped > 0 {
-				n.c.log.Warn("redlock: Observer slower than the renewals: auto-extension reports dropped", "dropped", dropped)
-			}
 			return
-		}
-		n.queue, n.spare = n.spare[:0], nil
-		n.mu.Unlock()
-		if dropped > 0 {
-			n.c.log.Warn("redlock: Observer slower than the renewals: auto-extension reports dropped", "dropped", dropped)
 		}
 		for i, e := range batch {
 			next = i
