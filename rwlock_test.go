@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlockgo/redlock/internal/keyspace"
@@ -45,10 +46,19 @@ func readers(t *testing.T, c redis.UniversalClient, key string) map[string]strin
 func eventuallyGone(t *testing.T, cs []redis.UniversalClient, key string) {
 	t.Helper()
 	for i, c := range cs {
-		require.Eventually(t, func() bool {
+		gone := func() bool {
 			n, err := c.Exists(context.Background(), key).Result()
 			return err == nil && n == 0
-		}, 5*time.Second, time.Millisecond, "node %d: key %q never went", i)
+		}
+		if assert.Eventually(t, gone, 5*time.Second, time.Millisecond) {
+			continue
+		}
+		// Say what is left, so that a loaded run can be diagnosed from its log.
+		ctx := context.Background()
+		typ, _ := c.Type(ctx, key).Result()
+		fields, _ := c.HGetAll(ctx, key).Result()
+		pttl, _ := c.PTTL(ctx, key).Result()
+		t.Fatalf("node %d: key %q never went: type %s, fields %v, pttl %v", i, key, typ, fields, pttl)
 	}
 }
 
