@@ -167,7 +167,7 @@ func (a *acquisition) newAttempt() *attempt {
 	n := len(a.c.nodes)
 	flags := make([]bool, 5*n)
 	tk := attemptToken(a.t.id, a.made, a.cfg.label)
-	if a.cfg.sharedValue {
+	if a.c.hooks.sharedValue {
 		tk = attemptToken(a.t.id, 0, a.cfg.label)
 	}
 	a.made++
@@ -204,7 +204,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		skip:    at.reserve(func(int) bool { return true }),
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
-			*j = acquireJob{leg: *lg, t: t, tk: &at.value, ttl: ttl, ttlArg: ttlArg, cfg: cfg, how: lg.n.acquireHow(t, at.value, cfg), mark: mark, replicaWait: newReplicaWait(cfg, t)}
+			*j = acquireJob{leg: *lg, t: t, tk: &at.value, ttl: ttl, ttlArg: ttlArg, cfg: cfg, how: lg.n.acquireHow(t, at.value, &c.hooks), mark: mark, replicaWait: newReplicaWait(cfg, t)}
 			lg.n.pipe.submit(j)
 		},
 	})
@@ -253,7 +253,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 				fence = max(fence, o.vals[i])
 			}
 		}
-		if !cfg.noFenceWriteBack {
+		if !c.hooks.noFenceWriteBack {
 			var ctxErr error
 			if ok, ctxErr = at.writeFence(ctx, fence, o.start, ttl, &st); !ok {
 				reason = "fence not written back to a quorum"

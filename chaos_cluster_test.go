@@ -71,6 +71,9 @@ type chaosClusterOpts struct {
 	// default retries. go-redis then gives up on a request at the node
 	// timeout, while the request may still reach the node later.
 	fastFailClients bool
+	// hooks are the test hooks of every library Client: a control's
+	// switch.
+	hooks testHooks
 }
 
 // chaosRedisOptions are the go-redis settings of most chaos scenarios: no
@@ -510,6 +513,7 @@ func newChaosCluster(t *testing.T, opts chaosClusterOpts, rng *rand.Rand, lockOp
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
+		setHooks(c, opts.hooks)
 		// Registered after the go-redis clients, so it runs before they
 		// close: Close waits for the requests still in flight.
 		t.Cleanup(func() { _ = c.Close() })

@@ -223,7 +223,7 @@ type mixRun struct {
 func newMixRun(r *chaosRun, opts []Option) *mixRun {
 	r.t.Helper()
 	m := &mixRun{r: r, opts: opts, counts: map[string]int{}, stopWatch: make(chan struct{}), maxTTL: mixMaxTTL(r.load.ttl), giveUp: mixWatchGiveUp}
-	if cfg, err := defaultConfig().apply(opts); err == nil && cfg.logger != nil {
+	if cfg, err := defaultConfig().applyClient(opts); err == nil && cfg.logger != nil {
 		m.nextLog = cfg.logger.Handler()
 	}
 	m.keys, m.reserved = mixKeys(r.rng)
@@ -289,6 +289,7 @@ func (m *mixRun) rebuild(cc *chaosClient, extra []Option) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	setHooks(c, m.r.cl.opts.hooks)
 	// Registered after the go-redis clients' cleanups, so it runs first.
 	t.Cleanup(func() { _ = c.Close() })
 	cc.c = c
@@ -436,7 +437,7 @@ func (m *mixRun) permitsOf(key string) int {
 // error. stop is the run's context: a call that fails once it is
 // cancelled does not count against the success rate.
 func (m *mixRun) acquire(ctx, stop context.Context, mc *mixClient, w int, h mixHold, try bool) (*Lock, chaosHold, error) {
-	var opts []Option
+	var opts []LockOption
 	switch h.mode {
 	case modeAuto, modeUnlockRace:
 		opts = append(opts, WithAutoExtend(true))
@@ -807,7 +808,7 @@ func (m *mixRun) do(stop context.Context, mc *mixClient, w int, rng *rand.Rand) 
 		lost bool
 	)
 	closedBefore := mc.closed.Load()
-	capture := func(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	capture := func(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 		called := time.Now()
 		lk, err := acquire(ctx, key, opts...)
 		returned := time.Now()
@@ -1022,6 +1023,7 @@ func (m *mixRun) newChurnClient(gen int) (*mixClient, func()) {
 		closeRedis()
 		return nil, nil
 	}
+	setHooks(c, cl.opts.hooks)
 	c.raiseMaxTTL(m.maxTTL)
 	mc.c = c
 	return mc, closeRedis
@@ -1659,7 +1661,7 @@ func TestChaosMixWatcherFindsLateDone(t *testing.T) {
 	for _, broken := range []bool{true, false} {
 		t.Run(fmt.Sprintf("broken=%t", broken), func(t *testing.T) {
 			_, cs := minis(t, 3)
-			c := newClient(t, cs, WithTTL(200*time.Millisecond), withTimerOnlyExpiry())
+			c := setHooks(newClient(t, cs, WithTTL(200*time.Millisecond)), testHooks{timerOnlyExpiry: true})
 			r := &chaosRun{t: t, name: "watcher", rec: newChaosRecorder(), start: time.Now()}
 			m := &mixRun{r: r, counts: map[string]int{}, stopWatch: make(chan struct{}), maxTTL: time.Second, giveUp: 200 * time.Millisecond}
 			l, err := c.TryLock(t.Context(), "k")

@@ -119,12 +119,9 @@ func TestChaosPausedHolderChild(t *testing.T) {
 		t.Cleanup(func() { _ = rc.Close() })
 		cs[i] = rc
 	}
-	opts := []Option{WithTTL(ttl), WithAutoExtend(true), WithKeyPrefix(os.Getenv(pausedEnvPrefix))}
-	if os.Getenv(pausedEnvTimerOnly) == "1" {
-		opts = append(opts, withTimerOnlyExpiry())
-	}
-	c, err := New(cs, opts...)
+	c, err := New(cs, WithTTL(ttl), WithAutoExtend(true), WithKeyPrefix(os.Getenv(pausedEnvPrefix)))
 	require.NoError(t, err)
+	setHooks(c, testHooks{timerOnlyExpiry: os.Getenv(pausedEnvTimerOnly) == "1"})
 	// Registered after the go-redis clients, so it runs before they close.
 	t.Cleanup(func() { _ = c.Close() })
 

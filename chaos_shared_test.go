@@ -107,9 +107,8 @@ func chaosSharedScenarios() []chaosScenario {
 		// them, so each grants every client a permit, and three hold at
 		// once. With the semaphore's quorum (4) none could win.
 		{name: "control-semaphore-majority-quorum", control: true,
-			cluster: chaosClusterOpts{backend: realBackend, clients: 3, proxied: true},
-			load:    both(semLoad(2), controlLoad),
-			opts:    []Option{withMajoritySemaphore()}, tries: 3,
+			cluster: chaosClusterOpts{backend: realBackend, clients: 3, proxied: true, hooks: testHooks{majoritySemaphore: true}},
+			load:    both(semLoad(2), controlLoad), tries: 3,
 			faults: cutTo([]int{0, 1, 2}, []int{2, 3, 4}, []int{0, 1, 3})},
 		// The twin, in the model: the same cuts with the semaphore's
 		// quorum. No client reaches four nodes, so none may win.
@@ -121,12 +120,12 @@ func chaosSharedScenarios() []chaosScenario {
 		// {0,1,2}, a reader client on {3,4}. The two quorums share no
 		// node, so no script sees the mix.
 		{name: "control-rw-minority-readers", control: true,
-			cluster: chaosClusterOpts{backend: realBackend, clients: 2, proxied: true},
+			cluster: chaosClusterOpts{backend: realBackend, clients: 2, proxied: true, hooks: testHooks{readerQuorum: 2}},
 			load: both(controlLoad, func(l *chaosLoad) {
 				rwLoad(l)
 				l.readers = []int{1}
 			}),
-			opts: []Option{withReaderQuorum(2)}, tries: 3,
+			tries:  3,
 			faults: cutTo([]int{0, 1, 2}, []int{3, 4})},
 		// Its twin: readers need a majority, which they cannot reach.
 		{name: "rw-partitioned-twin",

@@ -1054,7 +1054,8 @@ func lateDeliveryScenario(name string, control bool) chaosScenario {
 		// Polling at a short delay, not pub/sub: the library's waiters
 		// queue and hand the lock on, which splits few votes, and the
 		// control needs many split votes, so many rollbacks.
-		sc.opts = []Option{withSharedValue(), WithPubSub(false), WithRetryDelay(time.Millisecond, 20*time.Millisecond)}
+		sc.opts = []Option{WithPubSub(false), WithRetryDelay(time.Millisecond, 20*time.Millisecond)}
+		sc.cluster.hooks.sharedValue = true
 		sc.fencing = false
 		// Later than go-redis waits (its 50-100ms ReadTimeout, and the
 		// request's life of a TTL): the rollback must land after the
@@ -1103,7 +1104,7 @@ func lostRepliesScenario(name string, control bool) chaosScenario {
 		faults:  loseRepliesAndResend,
 	}
 	if control {
-		sc.opts = []Option{withUnsafeRetries()}
+		sc.cluster.hooks.unsafeRetries = true
 		// Idle, one run shows it; under a CPU hog a run once showed
 		// nothing, so it may take more.
 		sc.tries = 10

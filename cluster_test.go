@@ -55,10 +55,11 @@ func TestClusterNodes(t *testing.T) {
 		require.NoError(t, l.Unlock(ctx))
 	})
 	t.Run("auto-extension and Do", func(t *testing.T) {
-		err := c.Do(ctx, "do", func(ctx context.Context) error {
+		short := newClient(t, cs, WithTTL(300*time.Millisecond), WithNodeTimeout(50*time.Millisecond))
+		err := short.Do(ctx, "do", func(ctx context.Context) error {
 			time.Sleep(700 * time.Millisecond)
 			return ctx.Err()
-		}, WithTTL(300*time.Millisecond), WithNodeTimeout(50*time.Millisecond))
+		})
 		require.NoError(t, err)
 	})
 	t.Run("waiter of another Client wakes on release", func(t *testing.T) {

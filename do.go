@@ -29,20 +29,20 @@ const maxAbandonRelease = 5 * time.Second
 // left with a key that stays held until Client.Close. That unlock runs even
 // when ctx is done, and is bounded by the lock's TTL, up to 5 seconds: the
 // nodes forget the key one TTL after the last renewal anyway.
-func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...LockOption) error {
 	return c.do(ctx, key, fn, opts, c.Lock)
 }
 
 // RDo is Do with a shared (read) hold, taken as RLock takes it: any number
 // of RDo and RLock calls on key run together, and none while a writer holds
 // it. Its errors and its handling of panics are those of Do.
-func (c *Client) RDo(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
+func (c *Client) RDo(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...LockOption) error {
 	return c.do(ctx, key, fn, opts, c.RLock)
 }
 
 // do runs fn under the hold that acquire takes on key: see Do.
-func (c *Client) do(ctx context.Context, key string, fn func(ctx context.Context) error, opts []Option,
-	acquire func(context.Context, string, ...Option) (*Lock, error)) error {
+func (c *Client) do(ctx context.Context, key string, fn func(ctx context.Context) error, opts []LockOption,
+	acquire func(context.Context, string, ...LockOption) (*Lock, error)) error {
 	if fn == nil {
 		return fmt.Errorf("%w: fn must not be nil", ErrInvalidOption)
 	}

@@ -113,7 +113,7 @@ func TestDoRejectsNilFn(t *testing.T) {
 func TestDoLeavesCallersOptsAlone(t *testing.T) {
 	_, cs := minis(t, 3)
 	c := newClient(t, cs)
-	opts := make([]Option, 1, 4)
+	opts := make([]LockOption, 1, 4)
 	opts[0] = WithTTL(2 * time.Second)
 	shared := opts[:1]
 

@@ -36,12 +36,14 @@ func ExampleLock_Extend_withTTL() {
 	}
 	fmt.Println("valid for more than 50s:", time.Until(l.Until()) > 50*time.Second)
 
-	// Extend takes no other option.
-	err = l.Extend(ctx, redlock.WithKeyPrefix("other:"))
-	fmt.Println(errors.Is(err, redlock.ErrInvalidOption))
+	// A TTL a lock could not have is refused, and leaves the lock alone.
+	// Extend takes no other option: l.Extend(ctx, redlock.WithKeyPrefix("x"))
+	// does not compile.
+	err = l.Extend(ctx, redlock.WithTTL(-time.Second))
+	fmt.Println(errors.Is(err, redlock.ErrInvalidOption), l.Err() == nil)
 	// Output:
 	// valid for more than 50s: true
-	// true
+	// true true
 }
 
 // A round that was decided before every node answered shows the slower

@@ -53,7 +53,7 @@ func TestFenceIncreasesOnMiniredis(t *testing.T) {
 // and goroutines, while a fault goroutine kills one node at a time and brings
 // it back empty after more than the TTL (the spec's delayed restart). It
 // returns the fences ordered by hold start.
-func fenceRun(t *testing.T, holds int, opts ...Option) []uint64 {
+func fenceRun(t *testing.T, holds int, hooks testHooks) []uint64 {
 	t.Helper()
 	redistest.Require(t)
 	seed := *fenceSeed
@@ -64,8 +64,8 @@ func fenceRun(t *testing.T, holds int, opts ...Option) []uint64 {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	const ttl = 300 * time.Millisecond
 	srv := redistest.StartN(t, 5, redistest.Options{})
-	opts = append([]Option{WithTTL(ttl), WithFencing(true), WithNodeTimeout(50 * time.Millisecond),
-		WithRetryDelay(time.Millisecond, 5*time.Millisecond)}, opts...)
+	opts := []Option{WithTTL(ttl), WithFencing(true), WithNodeTimeout(50 * time.Millisecond),
+		WithRetryDelay(time.Millisecond, 5*time.Millisecond)}
 	var clients []*Client
 	for range 3 {
 		cs := make([]redis.UniversalClient, len(srv))
@@ -74,7 +74,7 @@ func fenceRun(t *testing.T, holds int, opts ...Option) []uint64 {
 			rc := cs[i]
 			t.Cleanup(func() { _ = rc.Close() })
 		}
-		clients = append(clients, newClient(t, cs, opts...))
+		clients = append(clients, setHooks(newClient(t, cs, opts...), hooks))
 	}
 
 	type hold struct {
@@ -148,7 +148,7 @@ func backwards(fences []uint64) []string {
 }
 
 func TestFenceStrictlyIncreasesUnderRestarts(t *testing.T) {
-	fences := fenceRun(t, 1000)
+	fences := fenceRun(t, 1000, testHooks{})
 	require.Len(t, fences, 1000)
 	bad := backwards(fences)
 	require.Empty(t, bad, "the fence went backwards %d times", len(bad))
@@ -158,7 +158,7 @@ func TestFenceStrictlyIncreasesUnderRestarts(t *testing.T) {
 // the write-back, taking the max over one quorum is not enough, and the
 // checker must see the fence go backwards.
 func TestFenceWithoutWriteBackGoesBackwards(t *testing.T) {
-	fences := fenceRun(t, 1000, withoutFenceWriteBack())
+	fences := fenceRun(t, 1000, testHooks{noFenceWriteBack: true})
 	bad := backwards(fences)
 	require.NotEmpty(t, bad, "without the write-back the fence should have gone backwards")
 	t.Logf("without write-back: %d of %d holds went backwards, e.g. %s", len(bad), len(fences), bad[0])

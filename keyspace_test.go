@@ -56,10 +56,11 @@ func TestNaturalNamesAreIndependentLocks(t *testing.T) {
 		}
 		_, err := c.Inspect(ctx, "acct"+keyspace.Reserved+"fence")
 		require.ErrorIs(t, err, ErrInvalidOption, "Inspect refuses what Lock refuses")
-		l, err := c.TryLock(ctx, "redlock", WithKeyPrefix("x\x00"))
+		cx := newClient(t, cs, WithTTL(5*time.Second), WithKeyPrefix("x\x00"))
+		l, err := cx.TryLock(ctx, "redlock")
 		require.NoError(t, err, "a key with part of the reserved sequence")
 		require.NoError(t, l.Unlock(ctx))
-		_, err = c.TryLock(ctx, "redlock:fence", WithKeyPrefix("x\x00"))
+		_, err = cx.TryLock(ctx, "redlock:fence")
 		require.ErrorIs(t, err, ErrInvalidOption, "the reserved sequence across prefix and key")
 	})
 }

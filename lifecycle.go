@@ -27,16 +27,16 @@ var (
 // says why. Unlock stops the renewals before it releases. A Client batches
 // the renewals of all its locks into one pipeline per node per tick. The
 // default is off.
-func WithAutoExtend(enabled bool) Option {
-	return func(c *config) { c.autoExtend = enabled }
+func WithAutoExtend(enabled bool) LockOption {
+	return lockSetting(func(c *config) { c.autoExtend = enabled })
 }
 
 // WithMaxHold caps the total time a lock can be held, renewals and Extend
 // included, as the Redlock spec asks: the lock's Until never goes past its
 // acquisition plus d, and it then ends with an Err that wraps ErrLockLost and
 // ErrMaxHold. Zero, the default, means no cap.
-func WithMaxHold(d time.Duration) Option {
-	return func(c *config) { c.maxHold = d }
+func WithMaxHold(d time.Duration) LockOption {
+	return lockSetting(func(c *config) { c.maxHold = d })
 }
 
 // Done returns a channel that is closed when the lock ends: on Unlock, when
@@ -70,7 +70,7 @@ func (l *Lock) Err() error {
 // expireIfPast ends the lock now when Until has passed, rather than when
 // the expiry timer gets to run.
 func (l *Lock) expireIfPast() {
-	if l.cfg.timerOnlyExpiry {
+	if l.c.hooks.timerOnlyExpiry {
 		return
 	}
 	l.mu.Lock()

@@ -219,7 +219,8 @@ func (l *Lock) heldOn(i int) bool {
 // the new TTL is used for this extension and every later one, auto-extension
 // included. A node never shortens a key's TTL, so a TTL shorter than the
 // time the lock has left does not cut it short; Until never moves back.
-// The max hold still caps it. Any other option is an ErrInvalidOption.
+// The max hold still caps it. A TTL that New would refuse is an
+// ErrInvalidOption, and the lock is left as it was.
 //
 // Extend refuses once Until has passed, once the lock has ended (Done is
 // closed: after Unlock, or once it was lost), or when WithMaxHold's cap
@@ -229,16 +230,18 @@ func (l *Lock) heldOn(i int) bool {
 // it no longer held the lock, or a quorum could not be reached; when ctx
 // ended the call before any node said no, it matches ctx.Err() and not
 // ErrNotHeld, since the lock may well still be held until Until.
-func (l *Lock) Extend(ctx context.Context, opts ...Option) error {
+func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
 	c, cfg := l.c, l.cfg
 	if len(opts) > 0 {
 		ttl, err := extendOptions(cfg, opts)
 		if err != nil {
 			return err
 		}
-		l.mu.Lock()
-		l.ttl = ttl
-		l.mu.Unlock()
+		if ttl != 0 {
+			l.mu.Lock()
+			l.ttl = ttl
+			l.mu.Unlock()
+		}
 	}
 	l.mu.Lock()
 	until, released, ended := l.until, l.released, l.err
@@ -296,25 +299,21 @@ func (l *Lock) Extend(ctx context.Context, opts ...Option) error {
 // ended before any node said no: its error matches ctx.Err(), not ErrNotHeld.
 var errExtendInterrupted = errors.New("redlock: extend interrupted")
 
-// extendOptions returns the TTL that Extend's options set, validated as New
-// validates it, or an ErrInvalidOption naming an option Extend does not
-// take.
-func extendOptions(cfg *config, opts []Option) (time.Duration, error) {
-	base := *cfg
-	base.logger, base.observer = nil, nil
-	got, err := base.apply(opts)
+// extendOptions returns the TTL that Extend's options set, validated as a
+// lock call validates it: 0 when they set none.
+func extendOptions(cfg *config, opts []ExtendOption) (time.Duration, error) {
+	var e extendConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applyExtend(&e)
+		}
+	}
+	if !e.ttlSet {
+		return 0, nil
+	}
+	got, err := cfg.applyLock([]LockOption{WithTTL(e.ttl)})
 	if err != nil {
 		return 0, err
-	}
-	if got.logger != nil || got.observer != nil {
-		return 0, fmt.Errorf("%w: Extend takes only WithTTL", ErrInvalidOption)
-	}
-	// apply derives the node timeout from the TTL unless it was chosen:
-	// only the TTL may differ.
-	probe := got
-	probe.ttl, probe.nodeTimeout = base.ttl, base.nodeTimeout
-	if probe != base {
-		return 0, fmt.Errorf("%w: Extend takes only WithTTL", ErrInvalidOption)
 	}
 	return got.ttl, nil
 }

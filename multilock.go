@@ -22,18 +22,18 @@ import (
 // Keys must be non-empty and distinct. On a Redis Cluster node they must
 // share a hash slot: use a hash tag, such as {order:42}:stock and
 // {order:42}:payment. Errors are as for Lock.
-func (c *Client) LockMulti(ctx context.Context, keys []string, opts ...Option) (*Lock, error) {
-	return c.acquire(ctx, keys, opts, true)
+func (c *Client) LockMulti(ctx context.Context, keys []string, opts ...LockOption) (*Lock, error) {
+	return c.acquire(ctx, keys, opts, true, false)
 }
 
 // TryLockMulti makes exactly one attempt to acquire one lock over several
 // keys, all or nothing, as LockMulti does.
-func (c *Client) TryLockMulti(ctx context.Context, keys []string, opts ...Option) (*Lock, error) {
-	return c.acquire(ctx, keys, opts, false)
+func (c *Client) TryLockMulti(ctx context.Context, keys []string, opts ...LockOption) (*Lock, error) {
+	return c.acquire(ctx, keys, opts, false, false)
 }
 
 // target checks the keys of an acquisition and builds what it will hold.
-func (c *Client) target(keys []string, cfg *config) (*target, error) {
+func (c *Client) target(keys []string, cfg *config, reader bool) (*target, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no keys given", ErrInvalidOption)
 	}
@@ -60,13 +60,13 @@ func (c *Client) target(keys []string, cfg *config) (*target, error) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 	}
-	if cfg.reader {
+	if reader {
 		if err := checkReader(keys, cfg); err != nil {
 			return nil, err
 		}
 		t.reader = true
-		if cfg.readerQuorum > 0 {
-			t.quorum = cfg.readerQuorum
+		if c.hooks.readerQuorum > 0 {
+			t.quorum = c.hooks.readerQuorum
 		}
 	}
 	if cfg.owner != "" && len(keys) > 1 {

@@ -282,13 +282,13 @@ func (a *sendCounter) MarshalBinary() ([]byte, error) {
 
 // acquireHow picks how the node is first asked to take the target for
 // attempt tk.
-func (n *node) acquireHow(t *target, tk token, cfg *config) acquireCmd {
+func (n *node) acquireHow(t *target, tk token, h *testHooks) acquireCmd {
 	switch {
 	case !t.plainSingle():
 		return cmdEvalSha
-	case cfg.unsafeRetries:
+	case h.unsafeRetries:
 		return cmdSetNX
-	case tk.n == 0 && !cfg.sharedValue:
+	case tk.n == 0 && !h.sharedValue:
 		// No earlier attempt can have left a value to take over.
 		return cmdSet
 	case n.oldSet.Load():

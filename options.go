@@ -41,40 +41,9 @@ type config struct {
 	logger      *slog.Logger // New only
 	observer    Observer     // New only
 
-	// noFenceWriteBack skips the fence write-back; tests use it to show
-	// that the fence can go backwards without it.
-	noFenceWriteBack bool
-	// sharedValue makes every attempt of an acquisition write the same
-	// value, as before attempts had values of their own; the chaos
-	// suite's late-delivery control uses it to show the overlap that a
-	// late rollback then causes.
-	sharedValue bool
-	// unsafeRetries acquires with a plain SET NX, which answers no to its
-	// own retry, and counts a release that finds the key gone as a no; the
-	// lost-replies control uses it to show what go-redis's retries then
-	// leave behind.
-	unsafeRetries bool
-	// majoritySemaphore gives a semaphore the lock's majority quorum
-	// instead of semaphoreQuorum's; the semaphore's negative control uses
-	// it to show more than k holders at once.
-	majoritySemaphore bool
-	// timerOnlyExpiry leaves a lock's end past Until to its expiry timer:
-	// Done and Err no longer check Until themselves. The paused-holder
-	// control uses it to show a holder that resumes before the runtime
-	// runs its overdue timer and finds its lock still "held".
-	timerOnlyExpiry bool
 	// replicaAck is the number of replicas that must acknowledge a write
 	// before a node's yes counts (WithReplicaAck); 0 waits for none.
 	replicaAck int
-	// reader makes the call a reader of a read-write lock (RLock).
-	reader bool
-	// noWriterPref makes a reader ignore waiting writers; the
-	// writer-preference benchmark compares against it.
-	noWriterPref bool
-	// readerQuorum, when set, replaces a reader's majority quorum; the
-	// read-write chaos control uses a minority to show a writer beside
-	// readers.
-	readerQuorum int
 
 	// nodeTimeoutSet records that the user chose the node timeout, so that a
 	// per-call WithTTL does not replace it with one derived from the new TTL.
@@ -91,33 +60,91 @@ func defaultConfig() config {
 	}
 }
 
-// An Option changes a setting. Given to New it sets the Client's default;
-// given to one call it overrides the default for that call only.
-type Option func(*config)
+// A ClientOption sets one of a Client's settings. New takes it. The options
+// that only New takes are ClientOptions alone: WithDriftFactor,
+// WithNodeTimeout, WithKeyPrefix, WithPubSub, WithReplicaAck,
+// WithNodeGuard, WithLogger and WithObserver. Every LockOption is also a
+// ClientOption, so that New can set its default.
+type ClientOption interface {
+	applyClient(*config)
+}
+
+// A LockOption sets one setting of a lock. Given to a lock call (Lock,
+// TryLock, LockMulti, TryLockMulti, RLock, TryRLock, Do, RDo, Semaphore,
+// Acquire, TryAcquire) it holds for that call; given to New it is the
+// default of every call. WithTTL, WithRetryDelay, WithAutoExtend,
+// WithMaxHold, WithFencing, WithOwner and WithLabel are LockOptions.
+type LockOption interface {
+	ClientOption
+	applyLock(*config)
+}
+
+// An ExtendOption sets one setting of Lock.Extend. WithTTL is the only one.
+type ExtendOption interface {
+	applyExtend(*extendConfig)
+}
+
+// A TTLOption is usable in all three places: in New, in a lock call, and
+// in Extend. WithTTL returns one.
+type TTLOption interface {
+	LockOption
+	ExtendOption
+}
+
+// Option is the type of the options New takes.
+//
+// Deprecated: Option is an alias of ClientOption, kept so that code that
+// builds option lists for New compiles. Use ClientOption, or LockOption for
+// the options of one call.
+type Option = ClientOption
+
+// clientOnly is a setting that only New takes.
+type clientOnly func(*config)
+
+func (f clientOnly) applyClient(c *config) { f(c) }
+
+// lockSetting is a setting of a lock, that New takes as the default.
+type lockSetting func(*config)
+
+func (f lockSetting) applyClient(c *config) { f(c) }
+func (f lockSetting) applyLock(c *config)   { f(c) }
+
+// extendConfig holds the settings of one Extend call.
+type extendConfig struct {
+	ttl    time.Duration
+	ttlSet bool // false: the lock's TTL
+}
+
+// ttlSetting is WithTTL's option.
+type ttlSetting time.Duration
+
+func (d ttlSetting) applyClient(c *config)       { c.ttl = time.Duration(d) }
+func (d ttlSetting) applyLock(c *config)         { c.ttl = time.Duration(d) }
+func (d ttlSetting) applyExtend(e *extendConfig) { e.ttl, e.ttlSet = time.Duration(d), true }
 
 // WithTTL sets how long the lock lives on each node: the lock is valid for
 // this TTL minus the time the acquisition took and the clock drift. The
 // default is 10s.
-func WithTTL(d time.Duration) Option {
-	return func(c *config) { c.ttl = d }
+func WithTTL(d time.Duration) TTLOption {
+	return ttlSetting(d)
 }
 
 // WithDriftFactor sets the share of the TTL allowed for the clocks of the
 // nodes to run fast. The drift subtracted from the validity is
 // TTL × f + 2 ms. It must be in [0, 0.5); the default is 0.01.
-func WithDriftFactor(f float64) Option {
-	return func(c *config) { c.driftFactor = f }
+func WithDriftFactor(f float64) ClientOption {
+	return clientOnly(func(c *config) { c.driftFactor = f })
 }
 
 // WithNodeTimeout bounds each request to one node. The default is derived from
 // the TTL: a tenth of it, at least 2 ms and at most 100 ms. Zero restores the
 // default. The library enforces it itself, so it holds even for go-redis
 // clients built without ContextTimeoutEnabled.
-func WithNodeTimeout(d time.Duration) Option {
-	return func(c *config) {
+func WithNodeTimeout(d time.Duration) ClientOption {
+	return clientOnly(func(c *config) {
 		c.nodeTimeout = d
 		c.nodeTimeoutSet = d != 0
-	}
+	})
 }
 
 // WithRetryDelay sets the range of the random wait between two attempts of
@@ -126,16 +153,16 @@ func WithNodeTimeout(d time.Duration) Option {
 // competing clients from retrying in lockstep, even when attempts take
 // longer than the range (a slow or loaded machine). The default is 10ms to
 // 100ms.
-func WithRetryDelay(min, max time.Duration) Option {
-	return func(c *config) { c.retryMin, c.retryMax = min, max }
+func WithRetryDelay(min, max time.Duration) LockOption {
+	return lockSetting(func(c *config) { c.retryMin, c.retryMax = min, max })
 }
 
 // WithKeyPrefix puts every lock key in a namespace: the Redis key becomes
 // prefix+key. Lock.Key still returns the key as given. The default is no
 // prefix, so keys are shared with other Redlock clients that use the same
 // names.
-func WithKeyPrefix(prefix string) Option {
-	return func(c *config) { c.keyPrefix = prefix }
+func WithKeyPrefix(prefix string) ClientOption {
+	return clientOnly(func(c *config) { c.keyPrefix = prefix })
 }
 
 // releaseTimeout bounds each node's part in Unlock: the node timeout, or the
@@ -157,8 +184,8 @@ func (c *config) acquireTTL() time.Duration {
 // jittered retry delay. A Client keeps one subscription connection per node,
 // shared by all its waiters. The default is on; turn it off where pub/sub is
 // not allowed. Unlock always announces releases.
-func WithPubSub(enabled bool) Option {
-	return func(c *config) { c.pubsub = enabled }
+func WithPubSub(enabled bool) ClientOption {
+	return clientOnly(func(c *config) { c.pubsub = enabled })
 }
 
 // WithFencing hands out a fencing token with each lock: Lock.Fence returns a
@@ -168,8 +195,8 @@ func WithPubSub(enabled bool) Option {
 // trip per acquisition, and a counter per key on each node that never
 // expires; see docs/FENCING.md for the persistence it needs. The default is
 // off.
-func WithFencing(enabled bool) Option {
-	return func(c *config) { c.fencing = enabled }
+func WithFencing(enabled bool) LockOption {
+	return lockSetting(func(c *config) { c.fencing = enabled })
 }
 
 // WithReplicaAck makes a node's yes count only once the key has reached at
@@ -190,8 +217,8 @@ func WithFencing(enabled bool) Option {
 // waits for none. It is refused with ErrInvalidOption for a negative n, and
 // for Redis Cluster nodes (a *redis.ClusterClient), where WAIT would not
 // reach the key's shard.
-func WithReplicaAck(n int) Option {
-	return func(c *config) { c.replicaAck = n }
+func WithReplicaAck(n int) ClientOption {
+	return clientOnly(func(c *config) { c.replicaAck = n })
 }
 
 // WithOwner makes the lock reentrant for an owner: a Lock call with an owner
@@ -201,8 +228,8 @@ func WithReplicaAck(n int) Option {
 // lock. A different owner, or a plain lock, is blocked as usual. An owner
 // lock is kept on each node as a hash, not the plain string of other locks.
 // The default, "", is a plain lock.
-func WithOwner(id string) Option {
-	return func(c *config) { c.owner = id }
+func WithOwner(id string) LockOption {
+	return lockSetting(func(c *config) { c.owner = id })
 }
 
 // WithLabel stores a short description of the holder with the lock: the
@@ -211,8 +238,8 @@ func WithOwner(id string) Option {
 // status show it, and redis-cli GET shows it too. It must be valid UTF-8 of
 // at most MaxLabelLen bytes, without control characters. The default is
 // none.
-func WithLabel(s string) Option {
-	return func(c *config) { c.label = s }
+func WithLabel(s string) LockOption {
+	return lockSetting(func(c *config) { c.label = s })
 }
 
 // MaxLabelLen is the longest label WithLabel accepts, in bytes.
@@ -240,8 +267,8 @@ const MaxLabelLen = 128
 // a Client that never sent a long TTL keeps a restarted node out only for
 // its own, so Clients that share keys should use the same TTLs, Extend's
 // included.
-func WithNodeGuard(enabled bool) Option {
-	return func(c *config) { c.guard = enabled }
+func WithNodeGuard(enabled bool) ClientOption {
+	return clientOnly(func(c *config) { c.guard = enabled })
 }
 
 // WithLogger sets where the Client logs: guard quarantines, lost locks and
@@ -249,60 +276,47 @@ func WithNodeGuard(enabled bool) Option {
 // Debug. The default is silent. A panic in the logger's handler is
 // recovered, and its record dropped: the library logs from its own
 // goroutines (renewals, expiries, the nodes' senders). It is a Client
-// setting: given to one call, it is an ErrInvalidOption.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) { c.logger = l }
+// setting: only New takes it.
+func WithLogger(l *slog.Logger) ClientOption {
+	return clientOnly(func(c *config) { c.logger = l })
 }
 
 // WithObserver sets an Observer that receives every acquisition attempt,
 // extension, loss and release of the Client's locks. The default is none.
-// It is a Client setting: given to one call, it is an ErrInvalidOption.
-func WithObserver(o Observer) Option {
-	return func(c *config) { c.observer = o }
+// It is a Client setting: only New takes it.
+func WithObserver(o Observer) ClientOption {
+	return clientOnly(func(c *config) { c.observer = o })
 }
 
-// withoutFenceWriteBack is a test-only switch that skips the fence
-// write-back.
-func withoutFenceWriteBack() Option {
-	return func(c *config) { c.noFenceWriteBack = true }
+// applyClient returns base changed by New's opts, resolved and validated.
+func (base config) applyClient(opts []ClientOption) (config, error) {
+	c := base
+	for _, o := range opts {
+		if o != nil {
+			o.applyClient(&c)
+		}
+	}
+	return c.resolve()
 }
 
-// withTimerOnlyExpiry is a test-only switch: Done and Err leave the end of
-// a lock past Until to the expiry timer. See config.timerOnlyExpiry.
-func withTimerOnlyExpiry() Option {
-	return func(c *config) { c.timerOnlyExpiry = true }
-}
-
-// withSharedValue is a test-only switch: every attempt of an acquisition
-// writes the same value. See config.sharedValue.
-func withSharedValue() Option {
-	return func(c *config) { c.sharedValue = true }
-}
-
-// withUnsafeRetries is a test-only switch: acquire and release as if
-// go-redis never sent a request twice. See config.unsafeRetries.
-func withUnsafeRetries() Option {
-	return func(c *config) { c.unsafeRetries = true }
-}
-
-// withMajoritySemaphore is a test-only switch: a semaphore uses the
-// majority quorum of a lock, which is not enough. See
-// config.majoritySemaphore.
-func withMajoritySemaphore() Option {
-	return func(c *config) { c.majoritySemaphore = true }
-}
-
-// apply returns base changed by opts, resolved and validated.
-func (base config) apply(opts []Option) (config, error) {
+// applyLock returns base, a Client's config, changed by one call's opts,
+// resolved and validated.
+func (base config) applyLock(opts []LockOption) (config, error) {
 	c := base
 	if !c.nodeTimeoutSet {
 		c.nodeTimeout = 0
 	}
 	for _, o := range opts {
 		if o != nil {
-			o(&c)
+			o.applyLock(&c)
 		}
 	}
+	return c.resolve()
+}
+
+// resolve derives the node timeout from the TTL, unless it was chosen, and
+// validates the result.
+func (c config) resolve() (config, error) {
 	if !c.nodeTimeoutSet {
 		c.nodeTimeout = defaultNodeTimeout(c.ttl)
 	}

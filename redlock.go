@@ -65,6 +65,7 @@ type Client struct {
 
 	log      *slog.Logger
 	observer Observer     // nil when none
+	hooks    testHooks    // the tests' negative controls; zero in use
 	ttlMax   atomic.Int64 // the longest TTL sent to a node so far; only raiseMaxTTL writes it
 }
 
@@ -78,7 +79,7 @@ type Client struct {
 // options are out of range: a TTL that is not positive or too
 // small to leave validity after drift and node timeout, a drift factor
 // outside [0, 0.5), or a bad retry delay.
-func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+func New(nodes []redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("%w: no nodes given: Redlock needs independent Redis masters, usually 5", ErrInvalidOption)
 	}
@@ -106,7 +107,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		}
 		c.nodes[i] = newNode(c, i, rc)
 	}
-	cfg, err := defaultConfig().apply(opts)
+	cfg, err := defaultConfig().applyClient(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -246,35 +247,23 @@ func (c *Client) leave() { c.calls.Done() }
 // the wait, it also matches ctx.Err(), and after Close, ErrClosed. The error
 // is a *QuorumError that says what each node answered in the last attempt.
 // Bad options or an empty key give an error that wraps ErrInvalidOption.
-func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return c.acquire(ctx, []string{key}, opts, true)
+func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	return c.acquire(ctx, []string{key}, opts, true, false)
 }
 
 // TryLock makes exactly one attempt to acquire the lock on key. On failure it
 // behaves as Lock does, and returns an error that matches ErrNotAcquired.
-func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return c.acquire(ctx, []string{key}, opts, false)
+func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	return c.acquire(ctx, []string{key}, opts, false, false)
 }
 
 // config returns the settings for one call.
-func (c *Client) config(opts []Option) (*config, error) {
+func (c *Client) config(opts []LockOption) (*config, error) {
 	if len(opts) == 0 {
 		return &c.cfg, nil
 	}
-	base := c.cfg
-	base.logger, base.observer = nil, nil
-	cfg, err := base.apply(opts)
+	cfg, err := c.cfg.applyLock(opts)
 	if err != nil {
-		return nil, err
-	}
-	switch {
-	case cfg.logger != nil:
-		return nil, fmt.Errorf("%w: WithLogger is a Client setting: give it to New, not to one call", ErrInvalidOption)
-	case cfg.observer != nil:
-		return nil, fmt.Errorf("%w: WithObserver is a Client setting: give it to New, not to one call", ErrInvalidOption)
-	}
-	cfg.logger, cfg.observer = c.cfg.logger, c.cfg.observer
-	if err := c.checkReplicaAck(&cfg); err != nil {
 		return nil, err
 	}
 	// Every acquisition's TTL comes from here (or from New's defaults).
@@ -316,12 +305,12 @@ func (c *Client) raiseMaxTTL(ttl time.Duration) {
 	}
 }
 
-func (c *Client) acquire(ctx context.Context, keys []string, opts []Option, wait bool) (*Lock, error) {
+func (c *Client) acquire(ctx context.Context, keys []string, opts []LockOption, wait, reader bool) (*Lock, error) {
 	cfg, err := c.config(opts)
 	if err != nil {
 		return nil, err
 	}
-	t, err := c.target(keys, cfg)
+	t, err := c.target(keys, cfg, reader)
 	if err != nil {
 		return nil, err
 	}

@@ -222,11 +222,6 @@ func TestReplicaAckOptionChecks(t *testing.T) {
 	_, err = New([]redis.UniversalClient{cs[0], cs[1], cc}, WithReplicaAck(1))
 	require.ErrorIs(t, err, ErrInvalidOption)
 	require.ErrorContains(t, err, "not supported on Redis Cluster nodes (node 2)")
-	c, err := New([]redis.UniversalClient{cs[0], cs[1], cc})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	_, err = c.TryLock(t.Context(), "k", WithReplicaAck(1))
-	require.ErrorIs(t, err, ErrInvalidOption, "per call too")
 }
 
 // startSentinel starts one redis-server in Sentinel mode that monitors

@@ -56,35 +56,15 @@ var (
 // WithOwner and WithFencing are refused with ErrInvalidOption. Errors are
 // as for Lock: on failure every node has been told to release, including
 // the ones that did not answer.
-func (c *Client) RLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return c.acquire(ctx, []string{key}, readerOpts(opts), true)
+func (c *Client) RLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	return c.acquire(ctx, []string{key}, opts, true, true)
 }
 
 // TryRLock makes exactly one attempt to acquire a shared (read) hold on
 // key, as RLock does. On failure it returns an error that matches
 // ErrNotAcquired.
-func (c *Client) TryRLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return c.acquire(ctx, []string{key}, readerOpts(opts), false)
-}
-
-// readerOpts returns opts followed by the reader switch, in a slice of its
-// own: the caller's slice may be shared.
-func readerOpts(opts []Option) []Option {
-	return append(opts[:len(opts):len(opts)], func(c *config) { c.reader = true })
-}
-
-// withoutWriterPreference is a test-only switch: a reader's acquire ignores
-// the writers' waiting markers. The writer-preference benchmark compares
-// against it.
-func withoutWriterPreference() Option {
-	return func(c *config) { c.noWriterPref = true }
-}
-
-// withReaderQuorum is a test-only switch: readers need only q yes votes,
-// fewer than a majority, so that a reader's nodes and a writer's need not
-// share one. The read-write chaos control uses it.
-func withReaderQuorum(q int) Option {
-	return func(c *config) { c.readerQuorum = q }
+func (c *Client) TryRLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	return c.acquire(ctx, []string{key}, opts, false, true)
 }
 
 // checkReader refuses the options a reader cannot have.
@@ -112,9 +92,9 @@ func markArgs(t *target, marker string, ttlArg any) []any {
 }
 
 // rlockArgs are the ARGV of rlock.lua.
-func rlockArgs(tk token, ttlArg any, cfg *config) []any {
+func rlockArgs(tk token, ttlArg any, h *testHooks) []any {
 	pref := "0"
-	if cfg.noWriterPref {
+	if h.noWriterPref {
 		pref = "1"
 	}
 	return []any{tk.value, ttlArg, tk.id, tk.n, pref}

@@ -30,10 +30,7 @@ func BenchmarkRWLockWriterWait(b *testing.B) {
 			}
 			defer c.Close()
 			const key, readers, giveUp = "rw:bench", 16, 2 * time.Second
-			var ropts []Option
-			if !pref {
-				ropts = append(ropts, withoutWriterPreference())
-			}
+			setHooks(c, testHooks{noWriterPref: !pref})
 			ctx, stop := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			for g := range readers {
@@ -44,7 +41,7 @@ func BenchmarkRWLockWriterWait(b *testing.B) {
 					hold := func() time.Duration { return 2*time.Millisecond + time.Duration(rnd.Int64N(int64(8*time.Millisecond))) }
 					time.Sleep(hold())
 					for ctx.Err() == nil {
-						r, err := c.RLock(ctx, key, ropts...)
+						r, err := c.RLock(ctx, key)
 						if err != nil {
 							continue // ctx ended, or an attempt failed
 						}

@@ -208,7 +208,8 @@ func TestRWWaitingWriterBlocksNewReaders(t *testing.T) {
 		_, err = c.TryRLock(t.Context(), key)
 		require.ErrorIs(t, err, ErrNotAcquired, "new reader while a writer waits")
 		// The preference can be turned off (test switch).
-		r2, err := c.TryRLock(t.Context(), key, withoutWriterPreference())
+		noPref := setHooks(newClient(t, cs, WithTTL(5*time.Second)), testHooks{noWriterPref: true})
+		r2, err := noPref.TryRLock(t.Context(), key)
 		require.NoError(t, err, "new reader without writer preference")
 		require.NoError(t, r2.Unlock(t.Context()))
 		// An existing reader may still extend.
@@ -371,7 +372,7 @@ func TestRLockAutoExtend(t *testing.T) {
 func TestRLockRefusesOwnerAndFencing(t *testing.T) {
 	_, cs := minis(t, 3)
 	c := newClient(t, cs)
-	for _, o := range []Option{WithOwner("x"), WithFencing(true)} {
+	for _, o := range []LockOption{WithOwner("x"), WithFencing(true)} {
 		_, err := c.TryRLock(t.Context(), "rw:opts", o)
 		require.ErrorIs(t, err, ErrInvalidOption)
 	}

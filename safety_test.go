@@ -143,10 +143,7 @@ func TestLateRollbackCannotDeleteALaterAttemptsKey(t *testing.T) {
 			}
 			opts := []Option{WithTTL(3 * time.Second), WithNodeTimeout(500 * time.Millisecond),
 				WithRetryDelay(50*time.Millisecond, 50*time.Millisecond), WithPubSub(false)}
-			if control {
-				opts = append(opts, withSharedValue())
-			}
-			a := newClient(t, csA, opts...)
+			a := setHooks(newClient(t, csA, opts...), testHooks{sharedValue: control})
 			c := newClient(t, csC, WithTTL(3*time.Second), WithNodeTimeout(500*time.Millisecond))
 
 			for _, i := range []int{0, 2} {
@@ -299,11 +296,7 @@ func TestRetriedWritesAreRecognised(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			ms, ps, cs := proxiedNodes(t, 3)
-			var opts []Option
-			if control {
-				opts = append(opts, withUnsafeRetries())
-			}
-			c := newClient(t, cs, opts...)
+			c := setHooks(newClient(t, cs), testHooks{unsafeRetries: control})
 
 			// Acquire: nodes 1 and 2 are taken, node 0 loses its reply.
 			for _, m := range ms[1:] {

@@ -120,7 +120,7 @@ func lateAcquireCopy(l *Lock) *redis.Cmd {
 	t, tk, ttl := l.t, l.att.value, l.cfg.ttl
 	switch {
 	case t.reader:
-		return evalCmd(nil, &luaRLock, true, t.relKeys, nil, rlockArgs(tk, ttl.Milliseconds(), l.cfg)...)
+		return evalCmd(nil, &luaRLock, true, t.relKeys, nil, rlockArgs(tk, ttl.Milliseconds(), &l.c.hooks)...)
 	case t.permits > 0:
 		return evalCmd(nil, &luaSemAcquire, true, t.skargs, nil, semAcquireArgs(t, tk, ttl)...)
 	}

@@ -39,7 +39,7 @@ type Semaphore struct {
 	key     string
 	permits int
 	quorum  int
-	opts    []Option
+	opts    []LockOption
 }
 
 // Semaphore returns a counting semaphore of permits permits on key. The
@@ -48,7 +48,7 @@ type Semaphore struct {
 // semaphores. It returns an error that wraps ErrInvalidOption when permits
 // is less than 1, the key is empty, or an option is bad. It does no I/O:
 // the permits are checked against the nodes' on every acquisition.
-func (c *Client) Semaphore(key string, permits int, opts ...Option) (*Semaphore, error) {
+func (c *Client) Semaphore(key string, permits int, opts ...LockOption) (*Semaphore, error) {
 	if permits < 1 {
 		return nil, fmt.Errorf("%w: permits must be at least 1, got %d", ErrInvalidOption, permits)
 	}
@@ -101,18 +101,18 @@ func (s *Semaphore) Quorum() int { return s.quorum }
 // the attempt fails even if a quorum said yes, and Acquire stops at once
 // with an error that matches ErrPermitsMismatch and ErrNotAcquired, and
 // names both numbers: waiting would not help.
-func (s *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lock, error) {
+func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (*Lock, error) {
 	return s.acquire(ctx, opts, true)
 }
 
 // TryAcquire makes exactly one attempt to take a permit. On failure it
 // behaves as Acquire does, and returns an error that matches
 // ErrNotAcquired.
-func (s *Semaphore) TryAcquire(ctx context.Context, opts ...Option) (*Lock, error) {
+func (s *Semaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Lock, error) {
 	return s.acquire(ctx, opts, false)
 }
 
-func (s *Semaphore) acquire(ctx context.Context, opts []Option, wait bool) (*Lock, error) {
+func (s *Semaphore) acquire(ctx context.Context, opts []LockOption, wait bool) (*Lock, error) {
 	all := s.opts
 	if len(opts) > 0 {
 		all = append(slices.Clip(s.opts), opts...)
@@ -136,12 +136,12 @@ func (s *Semaphore) target(cfg *config) (*target, error) {
 	case cfg.owner != "":
 		return nil, fmt.Errorf("%w: WithOwner is not supported for semaphores", ErrInvalidOption)
 	}
-	t, err := s.c.target([]string{s.key}, cfg)
+	t, err := s.c.target([]string{s.key}, cfg, false)
 	if err != nil {
 		return nil, err
 	}
 	t.permits, t.quorum = s.permits, semaphoreQuorum(len(s.c.nodes), s.permits)
-	if cfg.majoritySemaphore {
+	if s.c.hooks.majoritySemaphore {
 		t.quorum = s.c.quorum
 	}
 	return t, nil

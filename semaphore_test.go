@@ -220,8 +220,8 @@ func TestSemaphorePermitExtendsAndUnlocks(t *testing.T) {
 
 func TestSemaphorePermitAutoExtends(t *testing.T) {
 	_, cs := minis(t, 5)
-	c := newClient(t, cs)
-	s, err := c.Semaphore("sem-auto", 2, WithTTL(300*time.Millisecond), WithNodeTimeout(50*time.Millisecond), WithAutoExtend(true))
+	c := newClient(t, cs, WithNodeTimeout(50*time.Millisecond))
+	s, err := c.Semaphore("sem-auto", 2, WithTTL(300*time.Millisecond), WithAutoExtend(true))
 	require.NoError(t, err)
 	l, err := s.TryAcquire(t.Context())
 	require.NoError(t, err)
@@ -362,13 +362,9 @@ func TestSemaphoreMajorityQuorumIsNotEnough(t *testing.T) {
 	for _, majority := range []bool{true, false} {
 		t.Run(fmt.Sprintf("majority=%v", majority), func(t *testing.T) {
 			ms, cs := minis(t, 5)
-			c := newClient(t, cs)
-			var opts []Option
-			if majority {
-				opts = append(opts, withMajoritySemaphore())
-			}
+			c := setHooks(newClient(t, cs), testHooks{majoritySemaphore: majority})
 			key := "sem-control"
-			s, err := c.Semaphore(key, 2, opts...)
+			s, err := c.Semaphore(key, 2)
 			require.NoError(t, err)
 			// The script is loaded up front, so that each acquire is one
 			// EVALSHA: the test counts the nodes' commands to know that

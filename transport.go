@@ -716,7 +716,7 @@ func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
 		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx")...)
 	case cmdEvalSha, cmdEval:
 		if t.reader {
-			j.cmd = evalCmd(nil, &luaRLock, j.how == cmdEval, t.relKeys, nil, rlockArgs(tk, j.ttlArg, j.cfg)...)
+			j.cmd = evalCmd(nil, &luaRLock, j.how == cmdEval, t.relKeys, nil, rlockArgs(tk, j.ttlArg, &j.c.hooks)...)
 			break
 		}
 		fallthrough
@@ -899,7 +899,7 @@ func (j *releaseJob) finish(v int64, resent bool, err error) {
 		j.acq.mu.Unlock()
 		return
 	}
-	if l := j.unlock; l != nil && err == nil && v <= 0 && resent && !l.cfg.unsafeRetries && l.heldOn(j.n.index) && j.c.now().Before(j.until) {
+	if l := j.unlock; l != nil && err == nil && v <= 0 && resent && !l.c.hooks.unsafeRetries && l.heldOn(j.n.index) && j.c.now().Before(j.until) {
 		// go-redis sent the release again after its connection failed,
 		// and the last copy found the key gone, or already taken by the
 		// next holder, on a node that held it while it was still valid:

@@ -54,11 +54,9 @@ func TestExtendWithTTL(t *testing.T) {
 
 	for _, bad := range []struct {
 		name string
-		opt  Option
+		opt  ExtendOption
 		want string
 	}{
-		{"other option", WithKeyPrefix("x:"), "Extend takes only WithTTL"},
-		{"logger", WithLogger(slog.Default()), "Extend takes only WithTTL"},
 		{"negative ttl", WithTTL(-time.Second), "ttl must be positive"},
 		{"ttl below the drift", WithTTL(time.Millisecond), "leaves no validity"},
 	} {
@@ -126,26 +124,6 @@ func TestUnlockWithCancelledCtxReleases(t *testing.T) {
 	cancel()
 	require.NoError(t, l.Unlock(ctx), "the release landed on every node")
 	eventually(t, ms, "unlock-cancelled", "")
-}
-
-// TestPerCallClientOptionsAreRefused: WithLogger and WithObserver are
-// Client settings; given to one call they are an error, not ignored.
-func TestPerCallClientOptionsAreRefused(t *testing.T) {
-	_, cs := minis(t, 3)
-	c := newClient(t, cs)
-	for name, opt := range map[string]Option{
-		"WithLogger":   WithLogger(slog.Default()),
-		"WithObserver": WithObserver(&recorder{}),
-	} {
-		_, err := c.TryLock(t.Context(), "per-call", opt)
-		require.ErrorIs(t, err, ErrInvalidOption, name)
-		require.Contains(t, err.Error(), name, name)
-		require.Contains(t, err.Error(), "give it to New", name)
-	}
-	// As Client options they are fine.
-	c2, err := New(cs, WithLogger(slog.Default()), WithObserver(&recorder{}))
-	require.NoError(t, err)
-	require.NoError(t, c2.Close())
 }
 
 // TestAutoExtendThatCannotFitIsRefused: at a TTL of 5 ms a renewal cannot
