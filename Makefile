@@ -3,7 +3,7 @@
 
 GO = go
 
-.PHONY: test demo redis-server iptables valkey-server
+.PHONY: test check demo redis-server iptables valkey-server
 
 # test installs redis-server and iptables when they are missing, so the
 # real-Redis integration tests and the kernel partitions run rather than
@@ -17,6 +17,15 @@ test: redis-server iptables valkey-server
 	REDIS_SERVER="$$(command -v valkey-server)" $(GO) test -race -count=1 -timeout 10m -run '$(VALKEY_TESTS)' .
 	cd contrib/otel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...; fi
+
+# check is the fast tier, for the edit-and-test loop: vet, then the
+# deterministic tests (miniredis, the scripts, the option types) and one
+# real-server smoke test (TestSmokeRealServers), without the race
+# detector. go test -short skips every other real-server test and the
+# chaos suite. make test still runs everything.
+check:
+	$(GO) vet ./...
+	$(GO) test -short -count=1 ./...
 
 # VALKEY_TESTS run a second time on Valkey 8, whose servers differ from
 # Redis 7.0 where the library relies on server behaviour: WAIT after a

@@ -1355,6 +1355,9 @@ func (r *chaosRun) randomFaults(deadline time.Time, restartDelay time.Duration) 
 // TestChaos runs every scenario, then the negative controls, and prints
 // the summary of the in-model ones.
 func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the chaos suite runs in the full suite (make test)")
+	}
 	sum := &chaosSummary{}
 	for _, sc := range slices.Concat(chaosScenarios(), chaosSharedScenarios(), chaosMixScenarios()) {
 		t.Run(sc.name, func(t *testing.T) { runChaosScenario(t, sc, sum) })

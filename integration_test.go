@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlockgo/redlock/internal/history"
 	"github.com/redlockgo/redlock/internal/keyspace"
 	"github.com/redlockgo/redlock/internal/redistest"
 )
@@ -68,32 +69,18 @@ func realEventually(t *testing.T, srv []*redistest.Server, key, want string) {
 	}
 }
 
-// hold is one holder's claim on a key, on this process's monotonic clock.
-type hold struct {
-	who        string
-	start, end time.Time // end is min(Until, release)
-}
-
-// overlaps returns the pairs of holds whose windows intersect.
-func overlaps(holds []hold) []string {
-	slices.SortFunc(holds, func(a, b hold) int { return a.start.Compare(b.start) })
+// overlaps describes the violations of mutual exclusion among holds, as
+// internal/history finds them, with times relative to the earliest hold.
+func overlaps(holds []history.Hold) []string {
+	if len(holds) == 0 {
+		return nil
+	}
 	var bad []string
-	for i := 1; i < len(holds); i++ {
-		for j := i - 1; j >= 0 && j >= i-8; j-- {
-			if holds[j].end.After(holds[i].start) {
-				bad = append(bad, fmt.Sprintf("%s [%v] overlaps %s", holds[i].who, holds[i].start, holds[j].who))
-			}
-		}
+	t0 := slices.MinFunc(holds, func(a, b history.Hold) int { return a.Acquired.Compare(b.Acquired) }).Acquired
+	for _, o := range history.Overlaps(holds) {
+		bad = append(bad, o.Format(t0))
 	}
 	return bad
-}
-
-func TestOverlapsCheckerCanFail(t *testing.T) {
-	t0 := time.Now()
-	ok := []hold{{"a", t0, t0.Add(time.Millisecond)}, {"b", t0.Add(time.Millisecond), t0.Add(2 * time.Millisecond)}}
-	require.Empty(t, overlaps(ok))
-	bad := []hold{{"a", t0, t0.Add(2 * time.Millisecond)}, {"b", t0.Add(time.Millisecond), t0.Add(3 * time.Millisecond)}}
-	require.Len(t, overlaps(bad), 1)
 }
 
 func TestRealManyClientsOneKeyNoOverlap(t *testing.T) {
@@ -102,7 +89,7 @@ func TestRealManyClientsOneKeyNoOverlap(t *testing.T) {
 	const perGoroutine = 15
 	var (
 		mu    sync.Mutex
-		holds []hold
+		holds []history.Hold
 		wg    sync.WaitGroup
 	)
 	for ci, c := range clients {
@@ -116,17 +103,14 @@ func TestRealManyClientsOneKeyNoOverlap(t *testing.T) {
 						t.Errorf("client %d goroutine %d: Lock: %v", ci, g, err)
 						return
 					}
-					start := time.Now()
+					h := history.Hold{Key: "real-contended", Holder: fmt.Sprintf("c%d/g%d/%d", ci, g, k), Acquired: time.Now(), Until: l.Until()}
 					time.Sleep(200 * time.Microsecond)
-					end := time.Now()
-					if u := l.Until(); u.Before(end) {
-						end = u
-					}
+					h.Released = time.Now()
 					if err := l.Unlock(t.Context()); err != nil {
 						t.Errorf("Unlock: %v", err)
 					}
 					mu.Lock()
-					holds = append(holds, hold{fmt.Sprintf("c%d/g%d/%d", ci, g, k), start, end})
+					holds = append(holds, h)
 					mu.Unlock()
 				}
 			}()

@@ -20,6 +20,12 @@ import (
 // quickly, and not call back into the Client. A panic in a method is
 // recovered, and the first one of each method is logged at Error.
 // contrib/otel adapts it to OpenTelemetry metrics.
+//
+// The four methods are all an Observer must have, and they will not
+// change. Events added later come as optional interfaces of one method
+// each, which an Observer may also implement: the Client finds them with a
+// type assertion, as net/http finds http.Flusher on a ResponseWriter, so an
+// Observer written today keeps compiling and working.
 type Observer interface {
 	// Attempted is called after each acquisition attempt, with the votes;
 	// err is nil when the attempt won the lock.

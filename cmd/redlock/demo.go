@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlockgo/redlock"
+	"github.com/redlockgo/redlock/internal/history"
 )
 
 const (
@@ -397,14 +398,15 @@ type hold struct {
 	waited            bool          // Lock had to try more than once
 }
 
+// history is the hold in the model of internal/history, which checks it.
+func (h *hold) history() history.Hold {
+	return history.Hold{Key: demoKey, Holder: fmt.Sprintf("client=%d goroutine=%d", h.client, h.goroutine),
+		Acquired: h.acquired, Until: h.until, Released: h.released}
+}
+
 // end is when the hold stopped being exclusive: at release, or at Until if
 // the holder overran its validity.
-func (h *hold) end() time.Time {
-	if h.until.Before(h.released) {
-		return h.until
-	}
-	return h.released
-}
+func (h *hold) end() time.Time { return h.history().End() }
 
 // kill is one node killed during the run.
 type kill struct {
@@ -534,7 +536,7 @@ func (r *recorder) report(end time.Time) *demoReport {
 		unlockErrs:   r.unlockErrs,
 	}
 	for _, h := range r.holds {
-		if h.released.After(h.until) {
+		if h.history().Overran() {
 			rep.overran++
 		}
 	}
@@ -563,24 +565,21 @@ func (r *recorder) report(end time.Time) *demoReport {
 	return rep
 }
 
-// overlap is two holds that were exclusive at the same time.
+// overlap is two holds that were exclusive at the same time: a
+// history.Overlap with the demo's records of its holds.
 type overlap struct{ a, b hold }
 
-// findOverlaps returns each hold whose window [acquired, end] began before
-// an earlier one ended, with the earlier one.
+// findOverlaps returns each pair of holds whose windows [acquired, end)
+// intersect, as history.Overlaps finds them, the earlier hold first. A hold
+// whose Lock returned after its Until claims nothing.
 func findOverlaps(holds []hold) []overlap {
-	sorted := slices.Clone(holds)
-	slices.SortFunc(sorted, func(a, b hold) int { return a.acquired.Compare(b.acquired) })
+	hs := make([]history.Hold, len(holds))
+	for i := range holds {
+		hs[i] = holds[i].history()
+	}
 	var out []overlap
-	var last *hold // the hold that ends last among those seen
-	for i := range sorted {
-		h := &sorted[i]
-		if last != nil && h.acquired.Before(last.end()) {
-			out = append(out, overlap{a: *last, b: *h})
-		}
-		if last == nil || h.end().After(last.end()) {
-			last = h
-		}
+	for _, o := range history.Overlaps(hs) {
+		out = append(out, overlap{a: holds[o.A.Index], b: holds[o.B.Index]})
 	}
 	return out
 }
@@ -678,7 +677,7 @@ func (r *demoReport) print(w io.Writer) {
 	case r.acquisitions == 0:
 		fmt.Fprintf(w, "FAIL: the lock was never acquired (seed %d)\n", r.seed)
 	case len(r.overlaps) > 0:
-		fmt.Fprintf(w, "FAIL: %d overlapping holds (seed %d)\n", len(r.overlaps), r.seed)
+		fmt.Fprintf(w, "FAIL: %d overlapping pairs of holds (seed %d)\n", len(r.overlaps), r.seed)
 	default:
 		fmt.Fprintf(w, "PASS: %d acquisitions, no two holders overlapped\n", r.acquisitions)
 	}

@@ -168,11 +168,16 @@ func TestFindOverlaps(t *testing.T) {
 		{"none", nil, nil},
 		{"back to back", []hold{h(0, 0, 10, 500), h(1, 11, 20, 500), h(2, 21, 30, 500)}, nil},
 		{"out of order", []hold{h(2, 21, 30, 500), h(0, 0, 10, 500), h(1, 11, 20, 500)}, nil},
+		{"touching", []hold{h(0, 0, 10, 500), h(1, 10, 20, 500)}, nil},
 		{"overlap", []hold{h(0, 0, 10, 500), h(1, 5, 20, 500)}, [][2]int{{0, 1}}},
 		{"nested in a long hold", []hold{h(0, 0, 100, 500), h(1, 20, 30, 500), h(2, 40, 50, 500)}, [][2]int{{0, 1}, {0, 2}}},
+		// Every pair counts: three holders at once are three overlaps.
+		{"three at once", []hold{h(0, 0, 100, 500), h(1, 10, 100, 500), h(2, 20, 100, 500)}, [][2]int{{0, 1}, {0, 2}, {1, 2}}},
 		// A holder that overran its validity held the lock only until Until.
 		{"overran validity", []hold{h(0, 0, 900, 500), h(1, 600, 700, 1100)}, nil},
 		{"overran validity, overlap", []hold{h(0, 0, 900, 500), h(1, 400, 700, 1100)}, [][2]int{{0, 1}}},
+		// A Lock that returned after its Until claimed nothing.
+		{"returned past until", []hold{h(0, 0, 100, 500), h(1, 50, 60, 40)}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

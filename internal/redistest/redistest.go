@@ -97,17 +97,43 @@ func Available() bool {
 // Require skips tb when no redis-server binary can be found. When the CI
 // environment variable is non-empty it calls tb.Fatalf instead, so that a CI
 // job without Redis fails rather than passing with every real-Redis test
-// skipped.
+// skipped. With go test -short it skips tb, CI or not, unless the test
+// called Smoke.
 func Require(tb testing.TB) {
 	tb.Helper()
 	binary(tb)
 }
 
+// smoke holds the names of the top-level tests that run real servers
+// even with -short (see Smoke).
+var smoke sync.Map
+
+// Smoke marks tb's test as a smoke test: one that runs its real servers
+// even in the fast tier (go test -short), where every other real-server test
+// is skipped. Call it before Require or Start.
+func Smoke(tb testing.TB) {
+	smoke.Store(topLevel(tb.Name()), true)
+}
+
+// topLevel returns the name of the top-level test of a (sub)test name.
+func topLevel(name string) string {
+	if i := strings.IndexByte(name, '/'); i >= 0 {
+		return name[:i]
+	}
+	return name
+}
+
 // binary returns the redis-server path, or skips or fails tb as Require
-// documents and returns "".
+// documents and returns "". With -short it skips tb unless its test is a
+// smoke test: the fast tier runs miniredis and one real-server smoke test,
+// and make test runs them all.
 func binary(tb testing.TB) string {
 	tb.Helper()
 	bin, err := lookPath()
+	if _, ok := smoke.Load(topLevel(tb.Name())); err == nil && testing.Short() && !ok {
+		tb.Skip("-short: real-server tests run in the full suite (make test)")
+		return ""
+	}
 	if err == nil {
 		return bin
 	}
