@@ -68,6 +68,20 @@ var (
 
 	// errNotAsked is the vote of a node that a round left out on purpose.
 	errNotAsked = errors.New("not asked")
+
+	// ErrLockLost is wrapped by Lock.Err when the lock ended without Unlock:
+	// its validity ran out (no renewal, or renewals failed), a quorum of
+	// nodes reported its token gone, or WithMaxHold's cap was reached. The
+	// error also wraps the cause.
+	ErrLockLost = errors.New("redlock: lock lost")
+
+	// ErrUnlocked is what Lock.Err returns once Unlock has ended the lock.
+	ErrUnlocked = errors.New("redlock: unlocked")
+
+	// ErrMaxHold is wrapped, together with ErrLockLost, by Lock.Err when the
+	// lock ended because WithMaxHold's cap was reached, and by Extend when
+	// the cap leaves no room to extend.
+	ErrMaxHold = errors.New("redlock: max hold reached")
 )
 
 // NodeError is the failure of one node in a round. It carries the node's

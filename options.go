@@ -242,6 +242,24 @@ func WithLabel(s string) LockOption {
 	return lockSetting(func(c *config) { c.label = s })
 }
 
+// WithAutoExtend keeps a lock alive while it is held: a renewal runs every
+// third of the TTL, needs a quorum within the validity, and is retried fast
+// while validity lasts. When the lock is lost anyway, Done closes and Err
+// says why. Unlock stops the renewals before it releases. A Client batches
+// the renewals of all its locks into one pipeline per node per tick. The
+// default is off.
+func WithAutoExtend(enabled bool) LockOption {
+	return lockSetting(func(c *config) { c.autoExtend = enabled })
+}
+
+// WithMaxHold caps the total time a lock can be held, renewals and Extend
+// included, as the Redlock spec asks: the lock's Until never goes past its
+// acquisition plus d, and it then ends with an Err that wraps ErrLockLost and
+// ErrMaxHold. Zero, the default, means no cap.
+func WithMaxHold(d time.Duration) LockOption {
+	return lockSetting(func(c *config) { c.maxHold = d })
+}
+
 // MaxLabelLen is the longest label WithLabel accepts, in bytes.
 const MaxLabelLen = 128
 
