@@ -1,59 +1,13 @@
 package redlock
 
 import (
-	_ "embed"
 	"fmt"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlockgo/redlock/internal/keyspace"
-)
-
-var (
-	//go:embed holds.lua
-	holdsLua string
-
-	//go:embed acquire.lua
-	acquireLua    string
-	acquireSrc    = holdsLua + acquireLua
-	acquireScript = redis.NewScript(acquireSrc)
-
-	//go:embed release.lua
-	releaseLua    string
-	releaseSrc    = holdsLua + releaseLua
-	releaseScript = redis.NewScript(releaseSrc)
-
-	//go:embed releaseplain.lua
-	releasePlainSrc    string
-	releasePlainScript = redis.NewScript(releasePlainSrc)
-
-	//go:embed extend.lua
-	extendLua    string
-	extendSrc    = holdsLua + extendLua
-	extendScript = redis.NewScript(extendSrc)
-
-	//go:embed fence.lua
-	fenceLua    string
-	fenceSrc    = holdsLua + fenceLua
-	fenceScript = redis.NewScript(fenceSrc)
-
-	//go:embed semacquire.lua
-	semAcquireLua    string
-	semAcquireSrc    = holdsLua + semAcquireLua
-	semAcquireScript = redis.NewScript(semAcquireSrc)
-
-	//go:embed semrelease.lua
-	semReleaseLua    string
-	semReleaseSrc    = holdsLua + semReleaseLua
-	semReleaseScript = redis.NewScript(semReleaseSrc)
-
-	//go:embed semextend.lua
-	semExtendLua    string
-	semExtendSrc    = holdsLua + semExtendLua
-	semExtendScript = redis.NewScript(semExtendSrc)
 )
 
 // target is what one acquisition holds on every node: its keys, id, and
@@ -123,15 +77,6 @@ func (t *target) scriptKeys() []string {
 // plain key, no fence counter.
 func (t *target) plainSingle() bool {
 	return len(t.rkeys) == 1 && t.owner == "" && t.fence == nil && t.permits == 0 && !t.reader
-}
-
-// lua returns the lock's script, or sem for a semaphore's permit: both take
-// the same KEYS and ARGV.
-func (t *target) lua(lock, sem *luaScript) *luaScript {
-	if t.permits > 0 {
-		return sem
-	}
-	return lock
 }
 
 // node is one independent Redis master. It is safe for concurrent use.
@@ -249,11 +194,11 @@ const (
 	// cmdSetNX is a plain SET NX, which answers no to its own retry. Only
 	// the unsafeRetries test switch uses it.
 	cmdSetNX
-	// cmdEvalSha and cmdEval run acquire.lua: multi-key, owner and fenced
-	// locks, the takeover of an earlier attempt's leftover, and nodes older
-	// than Redis 7.0.
-	cmdEvalSha
-	cmdEval
+	// cmdScript runs the acquire script (see target.evalAcquire), as
+	// EVALSHA, then EVAL after a NOSCRIPT reply: multi-key, owner and
+	// fenced locks, readers, permits, the takeover of an earlier attempt's
+	// leftover, and nodes older than Redis 7.0.
+	cmdScript
 )
 
 // guarded turns a yes of a quarantined node into a failure, for extensions.
@@ -285,24 +230,14 @@ func (a *sendCounter) MarshalBinary() ([]byte, error) {
 func (n *node) acquireHow(t *target, tk token, h *testHooks) acquireCmd {
 	switch {
 	case !t.plainSingle():
-		return cmdEvalSha
+		return cmdScript
 	case h.unsafeRetries:
 		return cmdSetNX
 	case tk.n == 0 && !h.sharedValue:
 		// No earlier attempt can have left a value to take over.
 		return cmdSet
 	case n.oldSet.Load():
-		return cmdEvalSha
+		return cmdScript
 	}
 	return cmdSetGet
-}
-
-// extendCmd builds the extend command of the target's hold with the given
-// value, in dst's backing array when it fits: extend.lua for a lock,
-// rextend.lua for a reader.
-func (t *target) extendCmd(dst []any, eval bool, value any, ttl time.Duration) *redis.Cmd {
-	if t.reader {
-		return evalCmd(dst, &luaRExtend, eval, t.kargs, nil, value, ttl.Milliseconds())
-	}
-	return evalCmd(dst, t.lua(&luaExtend, &luaSemExtend), eval, t.kargs, nil, value, t.ownerArg, ttl.Milliseconds())
 }

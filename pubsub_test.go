@@ -117,7 +117,7 @@ func TestSemaphoreWaiterWakesAtItsQuorum(t *testing.T) {
 	// The holder's releases reach node 3 after 300 ms and node 4 after
 	// 600 ms.
 	hcs := ownClients(t, cs)
-	isRelease := func(cmd redis.Cmder) bool { return isScript(cmd, semReleaseScript, semReleaseSrc) }
+	isRelease := func(cmd redis.Cmder) bool { return isScript(cmd, scriptSemRelease) }
 	hcs[3].AddHook(holdRequests{match: isRelease, delay: 300 * time.Millisecond})
 	hcs[4].AddHook(holdRequests{match: isRelease, delay: 600 * time.Millisecond})
 	c := newClient(t, hcs)

@@ -92,10 +92,10 @@ func releaseScriptsAgree(t *testing.T, rc *redis.Client) {
 				if tc.channel != "" {
 					args = append(args, tc.channel)
 				}
-				return releaseScript.Run(ctx, rc, []string{key, marker}, args...).Int64()
+				return scripts[scriptRelease].run(ctx, rc, []string{key, marker}, args...).Int64()
 			})
 			plain := run(t, tc.setup, func(ctx context.Context) (int64, error) {
-				return releasePlainScript.Run(ctx, rc, []string{key, marker}, value, tc.channel).Int64()
+				return scripts[scriptReleasePlain].run(ctx, rc, []string{key, marker}, value, tc.channel).Int64()
 			})
 			require.Equal(t, tc.want, full.reply, "release.lua's reply")
 			require.Equal(t, full, plain, "releaseplain.lua must do what release.lua does")

@@ -312,7 +312,7 @@ type renewJob struct {
 	end     time.Time
 	results chan<- batchVotes // buffered: never blocks
 	cmds    []*redis.Cmd
-	eval    bool // set after a NOSCRIPT reply
+	evalFallback
 	// ackN and ackErr are the batch's WAIT result (WithReplicaAck).
 	ackN   int64
 	ackErr error
@@ -357,22 +357,17 @@ func (j *renewJob) commands(cmds []redis.Cmder) []redis.Cmder {
 		j.cmds = make([]*redis.Cmd, len(j.locks))
 	}
 	for i, l := range j.locks {
-		j.cmds[i] = l.t.extendCmd(nil, j.eval, l.att.value.arg, j.ttls[i])
+		j.cmds[i] = l.t.evalExtend(nil, j.eval, l.att.value.arg, j.ttls[i])
 		cmds = append(cmds, j.cmds[i])
 	}
 	return cmds
 }
 
 func (j *renewJob) done(time.Time, time.Time) bool {
-	if !j.eval {
-		for _, cmd := range j.cmds {
-			if isNoScript(cmd.Err()) {
-				// The node lost its script cache: send the script
-				// itself.
-				j.eval = true
-				return true
-			}
-		}
+	if j.resendAsEval(j.cmds...) {
+		// The node lost its script cache: send the script itself, for
+		// every lock of the batch.
+		return true
 	}
 	votes := make([]Vote, len(j.cmds))
 	for i, cmd := range j.cmds {

@@ -450,7 +450,7 @@ func TestWaitOffsetCoversEarlierWrites(t *testing.T) {
 	require.Equal(t, "v", b.do(t, "GET", key), "B: GET")
 	// The acquire script's ARGV: the value, no owner, a TTL shorter than
 	// the key's, one key, no fence, the acquisition's id and attempt.
-	require.Equal(t, "1", s.do(t, "EVAL", acquireSrc, "1", key, "v", "", "1000", "1", "0", "id", "1"),
+	require.Equal(t, "1", s.do(t, "EVAL", scripts[scriptAcquire].src, "1", key, "v", "", "1000", "1", "0", "id", "1"),
 		"S: the acquire script on a key that holds its value: want 1, already ours")
 	require.Equal(t, before, offset(), "the master's replication offset across GET and the acquire script: want unchanged, they write nothing")
 

@@ -2,10 +2,7 @@ package redlock
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // This file is the read side of a read-write lock (see docs/RWLOCK.md).
@@ -14,30 +11,6 @@ import (
 // acquisition, attempt, rollback, late-reply, Unlock, Extend and renewal
 // machinery carries it unchanged. Writers are plain Lock and TryLock calls
 // on the same key.
-
-var (
-	//go:embed rwholds.lua
-	rwholdsLua string
-
-	//go:embed rlock.lua
-	rlockLua    string
-	rlockSrc    = holdsLua + rwholdsLua + rlockLua
-	rlockScript = redis.NewScript(rlockSrc)
-
-	//go:embed runlock.lua
-	runlockLua    string
-	runlockSrc    = holdsLua + rwholdsLua + runlockLua
-	runlockScript = redis.NewScript(runlockSrc)
-
-	//go:embed rextend.lua
-	rextendLua    string
-	rextendSrc    = holdsLua + rwholdsLua + rextendLua
-	rextendScript = redis.NewScript(rextendSrc)
-
-	luaRLock   = luaScript{sha: rlockScript.Hash(), src: rlockSrc}
-	luaRUnlock = luaScript{sha: runlockScript.Hash(), src: runlockSrc}
-	luaRExtend = luaScript{sha: rextendScript.Hash(), src: rextendSrc}
-)
 
 // RLock acquires a shared (read) hold on key, waiting as Lock does. Any
 // number of readers may hold the key at once; a writer (Lock or TryLock on
@@ -78,24 +51,4 @@ func checkReader(keys []string, cfg *config) error {
 		return fmt.Errorf("%w: WithFencing cannot be used with RLock", ErrInvalidOption)
 	}
 	return nil
-}
-
-// markArgs are the arguments of the command that sets a waiting marker.
-// A writer's marker is "1", and overwrites a reader's; rlock.lua refuses
-// new readers while it is there. A reader's is "r", set only where no
-// marker is, so that it never hides a waiting writer.
-func markArgs(t *target, marker string, ttlArg any) []any {
-	if t.reader {
-		return []any{"set", marker, "r", "px", ttlArg, "nx"}
-	}
-	return []any{"set", marker, "1", "px", ttlArg}
-}
-
-// rlockArgs are the ARGV of rlock.lua.
-func rlockArgs(tk token, ttlArg any, h *testHooks) []any {
-	pref := "0"
-	if h.noWriterPref {
-		pref = "1"
-	}
-	return []any{tk.value, ttlArg, tk.id, tk.n, pref}
 }

@@ -23,18 +23,17 @@ import (
 	"github.com/redlockgo/redlock/internal/faultproxy"
 )
 
-// isScript reports whether cmd runs script, by EVALSHA or EVAL; src is the
-// script's source.
-func isScript(cmd redis.Cmder, script *redis.Script, src string) bool {
+// isScript reports whether cmd runs the script id, by EVALSHA or EVAL.
+func isScript(cmd redis.Cmder, id scriptID) bool {
 	args := cmd.Args()
 	if len(args) < 2 {
 		return false
 	}
 	switch cmd.Name() {
 	case "evalsha":
-		return args[1] == script.Hash()
+		return args[1] == scripts[id].sha
 	case "eval":
-		return args[1] == src
+		return args[1] == scripts[id].src
 	}
 	return false
 }
@@ -42,7 +41,7 @@ func isScript(cmd redis.Cmder, script *redis.Script, src string) bool {
 // isRelease reports whether cmd is a release: release.lua, or
 // releaseplain.lua, which a plain key uses.
 func isRelease(cmd redis.Cmder) bool {
-	return isScript(cmd, releaseScript, releaseSrc) || isScript(cmd, releasePlainScript, releasePlainSrc)
+	return isScript(cmd, scriptRelease) || isScript(cmd, scriptReleasePlain)
 }
 
 // errGaveUp is the error of a request that its client gave up on: a
@@ -179,9 +178,9 @@ func TestLateRollbackCannotDeleteALaterAttemptsKey(t *testing.T) {
 	}
 }
 
-// newScriptGate holds the replies of script's commands (src is its source).
-func newScriptGate(script *redis.Script, src string) *gate {
-	return &gate{match: func(c redis.Cmder) bool { return isScript(c, script, src) }, open: make(chan struct{})}
+// newScriptGate holds the replies of the script id's commands.
+func newScriptGate(id scriptID) *gate {
+	return &gate{match: func(c redis.Cmder) bool { return isScript(c, id) }, open: make(chan struct{})}
 }
 
 // loadScripts loads every lock script on the nodes, so that the first
@@ -189,8 +188,8 @@ func newScriptGate(script *redis.Script, src string) *gate {
 func loadScripts(t *testing.T, cs []redis.UniversalClient) {
 	t.Helper()
 	for _, rc := range cs {
-		for _, s := range []*redis.Script{acquireScript, releaseScript, releasePlainScript, extendScript, fenceScript} {
-			require.NoError(t, s.Load(t.Context(), rc).Err())
+		for _, id := range []scriptID{scriptAcquire, scriptRelease, scriptReleasePlain, scriptExtend, scriptFence} {
+			require.NoError(t, rc.ScriptLoad(t.Context(), scripts[id].src).Err())
 		}
 	}
 }
@@ -200,7 +199,7 @@ func loadScripts(t *testing.T, cs []redis.UniversalClient) {
 // on them.
 func fencedNodes(t *testing.T, slow int) (fast, late []*miniredis.Miniredis, c *Client, g *gate) {
 	t.Helper()
-	g = newScriptGate(fenceScript, holdsLua+fenceLua)
+	g = newScriptGate(scriptFence)
 	fast, fcs := minis(t, 5-slow)
 	late, scs := minis(t, slow, g)
 	cs := append(fcs, scs...)
@@ -402,7 +401,7 @@ func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
 
 func TestExtendCannotReviveAnEndedLock(t *testing.T) {
-	g := newScriptGate(extendScript, holdsLua+extendLua)
+	g := newScriptGate(scriptExtend)
 	ms, cs := minis(t, 5, g)
 	loadScripts(t, cs)
 	c := newClient(t, cs)
@@ -436,7 +435,7 @@ func TestExtendCannotReviveAnEndedLock(t *testing.T) {
 // goroutine running. The gate holds the renewal's replies until Unlock has
 // returned; the renewal then settles a yes from every node.
 func TestRenewalCannotReviveAnUnlockedLock(t *testing.T) {
-	g := newScriptGate(extendScript, holdsLua+extendLua)
+	g := newScriptGate(scriptExtend)
 	ms, cs := minis(t, 5, g)
 	loadScripts(t, cs)
 	rec := &recorder{}

@@ -3,41 +3,269 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
 // TestScriptsSetExpiryOnlyThroughPrelude checks the expiry rule of
-// holds.lua where it is enforced: no script but the prelude writes an
-// expiry, so that the prelude's functions, which never shorten one that
-// holds our value, are the only way to write one.
+// scripts/holds.lua where it is enforced: no script file but the prelude
+// writes an expiry, so that the prelude's functions, which never shorten one
+// that holds our value, are the only way to write one.
 func TestScriptsSetExpiryOnlyThroughPrelude(t *testing.T) {
 	expiry := regexp.MustCompile(`(?i)'(P?EXPIRE(AT)?|PX|EX|EXAT|PXAT|PERSIST|GETEX|SETEX|PSETEX)'`)
 	zadd := regexp.MustCompile(`(?i)'ZADD'`)
 	hsetField := regexp.MustCompile(`(?i)'HSET'.*'r:'`)
-	scripts := map[string]string{
-		"acquire.lua": acquireLua, "release.lua": releaseLua, "releaseplain.lua": releasePlainSrc,
-		"extend.lua": extendLua, "fence.lua": fenceLua, "semacquire.lua": semAcquireLua,
-		"semrelease.lua": semReleaseLua, "semextend.lua": semExtendLua, "rwholds.lua": rwholdsLua,
-		"rlock.lua": rlockLua, "runlock.lua": runlockLua, "rextend.lua": rextendLua,
-	}
-	for name, src := range scripts {
+	files := scriptSources(t)
+	require.Contains(t, files, holdsLib)
+	for name, src := range files {
+		if name == holdsLib {
+			continue
+		}
 		for i, line := range strings.Split(src, "\n") {
 			code, _, _ := strings.Cut(line, "--")
 			if expiry.MatchString(code) || hsetField.MatchString(code) ||
 				(zadd.MatchString(code) && !strings.Contains(code, "'#permits')")) {
-				t.Errorf("%s:%d writes an expiry itself: %s\nuse holds.lua's expireAtLeast, setAtLeast, expireAtAtLeast, hsetAtLeast or zaddAtLeast", name, i+1, strings.TrimSpace(line))
+				t.Errorf("scripts/%s:%d writes an expiry itself: %s\nuse holds.lua's expireAtLeast, setAtLeast, expireAtAtLeast, hsetAtLeast or zaddAtLeast", name, i+1, strings.TrimSpace(line))
 			}
 		}
 	}
 	for _, fn := range []string{"expireAtLeast", "setAtLeast", "expireAtAtLeast", "expireAtLatest", "hsetAtLeast", "zaddAtLeast"} {
-		require.Contains(t, holdsLua, "local function "+fn+"(", "the prelude defines %s", fn)
+		require.Contains(t, files[holdsLib], "local function "+fn+"(", "the prelude defines %s", fn)
+	}
+}
+
+// scriptSources returns the files of scripts/, by name.
+func scriptSources(t *testing.T) map[string]string {
+	t.Helper()
+	entries, err := fs.ReadDir(scriptFiles, "scripts")
+	require.NoError(t, err)
+	files := make(map[string]string, len(entries))
+	for _, e := range entries {
+		b, err := scriptFiles.ReadFile("scripts/" + e.Name())
+		require.NoError(t, err)
+		files[e.Name()] = string(b)
+	}
+	return files
+}
+
+// TestScriptsTableHoldsEveryFile checks the table against scripts/: each
+// entry is a file there, composed after the library files it needs, and
+// each file there is an entry or a library file.
+func TestScriptsTableHoldsEveryFile(t *testing.T) {
+	files := scriptSources(t)
+	used := map[string]bool{holdsLib: true, rwholdsLib: true}
+	for id, s := range scripts {
+		require.NotEmpty(t, s.name, "scripts[%d] has no entry", id)
+		require.False(t, used[s.name], "%s is in the table twice, or is a library file", s.name)
+		used[s.name] = true
+		own, ok := files[s.name]
+		require.True(t, ok, "%s is not in scripts/", s.name)
+		require.True(t, strings.HasSuffix(s.src, own), "%s: the composed source ends with the file", s.name)
+		lib := strings.TrimSuffix(s.src, own)
+		require.Contains(t, []string{"", files[holdsLib], files[holdsLib] + files[rwholdsLib]}, lib,
+			"%s: composed after no library file, holds.lua, or holds.lua then rwholds.lua", s.name)
+		require.Equal(t, s.sha, s.shaArg)
+		require.Equal(t, s.src, s.srcArg)
+	}
+	for name := range files {
+		require.True(t, used[name], "scripts/%s is neither in the table nor a library file", name)
+	}
+}
+
+// run runs the script with go-redis's Script: EVALSHA, then
+// EVAL after NOSCRIPT.
+func (s luaScript) run(ctx context.Context, rc redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	return redis.NewScript(s.src).Run(ctx, rc, keys, args...)
+}
+
+// TestScriptsRunOnTheirOwn sends every script of the table as the jobs
+// build it, with KEYS and ARGV from the same builders, on miniredis and on a
+// real redis-server, and requires the reply its header promises: no Lua
+// error. A script that calls a library function it is not composed with,
+// or whose arguments no longer match what its builder sends, fails here.
+func TestScriptsRunOnTheirOwn(t *testing.T) {
+	t.Run("miniredis", func(t *testing.T) {
+		m := miniredis.RunT(t)
+		rc := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		t.Cleanup(func() { _ = rc.Close() })
+		runEveryScript(t, rc)
+	})
+	t.Run("redis-server", func(t *testing.T) {
+		_, cs := realNodes(t, 1)
+		runEveryScript(t, cs[0].(*redis.Client))
+	})
+}
+
+func runEveryScript(t *testing.T, rc *redis.Client) {
+	ctx := t.Context()
+	for _, s := range scripts {
+		sha, err := rc.ScriptLoad(ctx, s.src).Result()
+		require.NoError(t, err, "%s: SCRIPT LOAD", s.name)
+		require.Equal(t, s.sha, sha, "%s: the SHA that EVALSHA names", s.name)
+	}
+	// EVAL, with the composed source: each script must run on its own.
+	require.NoError(t, rc.ScriptFlush(ctx).Err())
+	ran := make(map[scriptID]bool)
+	// do sends cmd, and requires a reply of want, or of at least 1 when
+	// want is -2 (a fenced acquire answers its fence).
+	do := func(t *testing.T, what string, cmd *redis.Cmd, want int64) {
+		t.Helper()
+		for id := range scripts {
+			if isScript(cmd, scriptID(id)) {
+				ran[scriptID(id)] = true
+			}
+		}
+		_ = rc.Process(ctx, cmd)
+		got, err := cmd.Int64()
+		require.NoError(t, err, "%s", what)
+		if want == -2 {
+			require.Positive(t, got, "%s: got %d, want at least 1", what, got)
+			return
+		}
+		require.Equal(t, want, got, "%s: got %d, want %d", what, got, want)
+	}
+	const ttl = 10 * time.Second
+	ttlArg := any(ttl.Milliseconds())
+	hooks := &testHooks{}
+	for _, shardArg := range []any{"0", "1"} {
+		n := &node{shardArg: shardArg} // not a cluster node: one plain key uses releaseplain.lua
+		flavours := []struct {
+			name string
+			t    *target
+			acq  int64 // the acquire's reply
+		}{
+			{"plain", &target{rkeys: []string{"run:plain"}}, 1},
+			{"multi", &target{rkeys: []string{"{run}a", "{run}b"}}, 1},
+			{"owner", &target{rkeys: []string{"run:owner"}, owner: "o"}, 1},
+			{"fenced", &target{rkeys: []string{"run:fenced"}, fence: []string{keyspace.Fence("run:fenced")}}, -2},
+			{"reader", &target{rkeys: []string{"run:reader"}, reader: true}, 1},
+			{"permit", &target{rkeys: []string{"run:permit"}, permits: 2}, 1},
+		}
+		for _, f := range flavours {
+			t.Run(fmt.Sprintf("%s/sharded=%s", f.name, shardArg), func(t *testing.T) {
+				tg := f.t
+				tg.id = "0b7e2f9c-5a61-4a3e-9d1b-2c4f6e8a0b1d"
+				tg.box()
+				first, second := attemptToken(tg.id, 0, ""), attemptToken(tg.id, 1, "")
+				// A waiter marked the keys, so that a release announces.
+				for _, m := range tg.waiting {
+					require.NoError(t, rc.Do(ctx, markArgs(tg, m, ttlArg)...).Err())
+				}
+				ps := rc.Subscribe(ctx, tg.chans...)
+				defer ps.Close()
+				_, err := ps.Receive(ctx) // the subscription is in place
+				require.NoError(t, err)
+
+				do(t, "acquire", tg.evalAcquire(true, first, ttl, ttlArg, hooks), f.acq)
+				do(t, "a late copy of the acquire", tg.evalAcquire(true, first, ttl, ttlArg, hooks), f.acq)
+				do(t, "extend", tg.evalExtend(nil, true, first.arg, 2*ttl), 1)
+				if tg.fence != nil {
+					fence, err := rc.Get(ctx, tg.fence[0]).Int64()
+					require.NoError(t, err)
+					do(t, "fence write-back", tg.evalFence(true, first.value, fence+5), 1)
+					require.Equal(t, strconv.FormatInt(fence+5, 10), rc.Get(ctx, tg.fence[0]).Val(), "the fence counter after the write-back")
+				}
+				do(t, "rollback", tg.evalRelease(nil, true, n, first.arg, false), 1)
+				do(t, "the next attempt's acquire", tg.evalAcquire(true, second, ttl, ttlArg, hooks), f.acq)
+				do(t, "release", tg.evalRelease(nil, true, n, second.arg, true), 1)
+				require.Zero(t, rc.Exists(ctx, tg.waiting...).Val(), "the waiting markers after an announced release")
+				if shardArg == "0" {
+					// Sharded, it goes by SPUBLISH where the server has it,
+					// which a SUBSCRIBE does not hear.
+					rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					defer cancel()
+					msg, err := ps.ReceiveMessage(rctx)
+					require.NoError(t, err, "the release's announcement")
+					require.Equal(t, second.value, msg.Payload, "the release's announcement")
+				}
+				do(t, "a second release", tg.evalRelease(nil, true, n, second.arg, true), 0)
+				do(t, "an extend after the release", tg.evalExtend(nil, true, second.arg, ttl), 0)
+				require.Zero(t, rc.Exists(ctx, tg.rkeys...).Val(), "the keys after the release")
+			})
+		}
+	}
+	for id, s := range scripts {
+		require.True(t, ran[scriptID(id)], "%s never ran", s.name)
+	}
+}
+
+// TestScriptsFallBackToEvalAfterFlush flushes the nodes' script caches
+// before each request that runs a script, so that each job gets NOSCRIPT to
+// its EVALSHA: the acquire (every flavour that runs a script), the fence
+// write-back, Extend, a renewal batch, and Unlock. Each must send its script
+// again as EVAL, and succeed.
+func TestScriptsFallBackToEvalAfterFlush(t *testing.T) {
+	t.Run("miniredis", func(t *testing.T) {
+		_, cs := minis(t, 3)
+		fallsBackToEval(t, cs)
+	})
+	t.Run("redis-server", func(t *testing.T) {
+		_, cs := realNodes(t, 3)
+		fallsBackToEval(t, cs)
+	})
+}
+
+func fallsBackToEval(t *testing.T, cs []redis.UniversalClient) {
+	ctx := t.Context()
+	c := newClient(t, cs, WithTTL(10*time.Second))
+	sem, err := c.Semaphore("eval-permit", 2)
+	require.NoError(t, err)
+	flush := func() {
+		t.Helper()
+		for _, rc := range cs {
+			require.NoError(t, rc.ScriptFlush(ctx).Err())
+		}
+	}
+	flavours := []struct {
+		name string
+		lock func() (*Lock, error)
+	}{
+		{"plain", func() (*Lock, error) { return c.TryLock(ctx, "eval-plain") }}, // SET, then releaseplain.lua
+		{"multi", func() (*Lock, error) { return c.TryLockMulti(ctx, []string{"{eval}a", "{eval}b"}) }},
+		{"owner", func() (*Lock, error) { return c.TryLock(ctx, "eval-owner", WithOwner("o")) }},
+		{"fenced", func() (*Lock, error) { return c.TryLock(ctx, "eval-fenced", WithFencing(true)) }},
+		{"reader", func() (*Lock, error) { return c.TryRLock(ctx, "eval-reader") }},
+		{"permit", func() (*Lock, error) { return sem.TryAcquire(ctx) }},
+	}
+	locks := make([]*Lock, len(flavours))
+	for i, f := range flavours {
+		flush()
+		l, err := f.lock()
+		require.NoError(t, err, "%s: the acquire after a flush", f.name)
+		settled(t, l)
+		locks[i] = l
+		flush()
+		require.NoError(t, l.Extend(ctx), "%s: Extend after a flush", f.name)
+	}
+	// One renewal batch of every lock, on every node.
+	flush()
+	ttls := make([]time.Duration, len(locks))
+	for i := range ttls {
+		ttls[i] = 10 * time.Second
+	}
+	results := make(chan batchVotes, len(c.nodes))
+	for _, n := range c.nodes {
+		n.pipe.submit(&renewJob{c: c, n: n, locks: locks, ttls: ttls, end: time.Now().Add(5 * time.Second), results: results})
+	}
+	for range c.nodes {
+		bv := <-results
+		for i, v := range bv.votes {
+			require.Equal(t, VoteYes, v, "node %d, %s: the renewal after a flush", bv.node, flavours[i].name)
+		}
+	}
+	for i, l := range locks {
+		flush()
+		require.NoError(t, l.Unlock(ctx), "%s: Unlock after a flush", flavours[i].name)
 	}
 }
 
@@ -117,14 +345,8 @@ func keyTTL(rc *redis.Client, l *Lock) time.Duration {
 // lateAcquireCopy rebuilds the acquire command of l's winning attempt, with
 // the acquisition's TTL, as EVAL.
 func lateAcquireCopy(l *Lock) *redis.Cmd {
-	t, tk, ttl := l.t, l.att.value, l.cfg.ttl
-	switch {
-	case t.reader:
-		return evalCmd(nil, &luaRLock, true, t.relKeys, nil, rlockArgs(tk, ttl.Milliseconds(), &l.c.hooks)...)
-	case t.permits > 0:
-		return evalCmd(nil, &luaSemAcquire, true, t.skargs, nil, semAcquireArgs(t, tk, ttl)...)
-	}
-	return evalCmd(nil, &luaAcquire, true, t.skargs, nil, acquireArgs(t, tk, ttl)...)
+	ttl := l.cfg.ttl
+	return l.t.evalAcquire(true, l.att.value, ttl, ttl.Milliseconds(), &l.c.hooks)
 }
 
 // TestManyLapsedReadersBreakNoLiveOne leaves more lapsed readers in a read

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -145,11 +144,6 @@ func (s *Semaphore) target(cfg *config) (*target, error) {
 		t.quorum = s.c.quorum
 	}
 	return t, nil
-}
-
-// semAcquireArgs are the ARGV of semacquire.lua.
-func semAcquireArgs(t *target, tk token, ttl time.Duration) []any {
-	return []any{tk.value, ttl.Milliseconds(), t.permits, tk.id, tk.n}
 }
 
 // permitsPrefix starts semacquire.lua's error reply when the key's live

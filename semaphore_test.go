@@ -372,7 +372,7 @@ func TestSemaphoreMajorityQuorumIsNotEnough(t *testing.T) {
 			// decides at its quorum, and a slower node's request must
 			// not land after its blockers are gone.
 			for _, rc := range cs {
-				require.NoError(t, rc.ScriptLoad(t.Context(), semAcquireSrc).Err())
+				require.NoError(t, rc.ScriptLoad(t.Context(), scripts[scriptSemAcquire].src).Err())
 			}
 			sets := [][]int{{0, 1, 2}, {2, 3, 4}, {0, 1, 3}}
 			far := time.Now().Add(time.Hour).UnixMilli()

@@ -628,46 +628,6 @@ func (lg *leg) deliver(val int64, err error) {
 	}
 }
 
-// isNoScript reports a NOSCRIPT reply: the node lost its script cache, and
-// the EVALSHA did nothing.
-func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
-
-// luaScript is a lock script, with its SHA and source boxed once for the
-// commands' arguments.
-type luaScript struct {
-	sha, src any
-}
-
-var (
-	luaAcquire = luaScript{sha: acquireScript.Hash(), src: acquireSrc}
-	luaRelease = luaScript{sha: releaseScript.Hash(), src: releaseSrc}
-	// luaReleasePlain is luaRelease for one plain key off a cluster.
-	luaReleasePlain = luaScript{sha: releasePlainScript.Hash(), src: releasePlainSrc}
-	luaExtend       = luaScript{sha: extendScript.Hash(), src: extendSrc}
-	luaFence        = luaScript{sha: fenceScript.Hash(), src: fenceSrc}
-
-	luaSemAcquire = luaScript{sha: semAcquireScript.Hash(), src: semAcquireSrc}
-	luaSemRelease = luaScript{sha: semReleaseScript.Hash(), src: semReleaseSrc}
-	luaSemExtend  = luaScript{sha: semExtendScript.Hash(), src: semExtendSrc}
-)
-
-// evalCmd builds EVALSHA of a script, or EVAL when eval is set, with its
-// KEYS, then args and tail as its ARGV, in dst's backing array when they
-// fit: a job keeps one, so that the hot path does not allocate them.
-func evalCmd(dst []any, ls *luaScript, eval bool, keys, tail []any, args ...any) *redis.Cmd {
-	dst = dst[:0]
-	if eval {
-		dst = append(dst, "eval", ls.src)
-	} else {
-		dst = append(dst, "evalsha", ls.sha)
-	}
-	dst = append(dst, len(keys))
-	dst = append(dst, keys...)
-	dst = append(dst, args...)
-	dst = append(dst, tail...)
-	return redis.NewCmd(context.Background(), dst...)
-}
-
 // acquireJob is one attempt's acquire request to one node.
 type acquireJob struct {
 	leg
@@ -689,6 +649,7 @@ type acquireJob struct {
 	sent sendCounter
 	args [7]any // SET's, the longest of the plain commands
 	replicaWait
+	evalFallback // for cmdScript
 }
 
 func (j *acquireJob) deadline() time.Time { return j.end }
@@ -714,18 +675,8 @@ func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
 		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx", "get")...)
 	case cmdSetNX:
 		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx")...)
-	case cmdEvalSha, cmdEval:
-		if t.reader {
-			j.cmd = evalCmd(nil, &luaRLock, j.how == cmdEval, t.relKeys, nil, rlockArgs(tk, j.ttlArg, &j.c.hooks)...)
-			break
-		}
-		fallthrough
-	default:
-		if t.permits > 0 {
-			j.cmd = evalCmd(nil, &luaSemAcquire, j.how == cmdEval, t.skargs, nil, semAcquireArgs(t, tk, j.ttl)...)
-			break
-		}
-		j.cmd = evalCmd(nil, &luaAcquire, j.how == cmdEval, t.skargs, nil, acquireArgs(t, tk, j.ttl)...)
+	default: // cmdScript
+		j.cmd = t.evalAcquire(j.eval, tk, j.ttl, j.ttlArg, &j.c.hooks)
 	}
 	cmds = append(cmds, j.cmd)
 	if j.cfg.guard {
@@ -769,19 +720,19 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 		case redis.HasErrorPrefix(e, "ERR syntax error"):
 			// Redis before 7.0 refuses NX with GET; nothing was set.
 			n.oldSet.Store(true)
-			j.how = cmdEvalSha
+			j.how = cmdScript
 			return true
 		case redis.HasErrorPrefix(e, "WRONGTYPE"):
 			// A hash: a read lock or an owner lock, which SET GET
 			// cannot read. The script answers a plain no there.
-			j.how = cmdEvalSha
+			j.how = cmdScript
 			return true
 		case e != nil:
 		case old == j.tk.value:
 			val = 1 // our own write, sent again by go-redis
 		case j.tk.earlier(old):
 			// An earlier attempt's leftover: the script takes it over.
-			j.how = cmdEvalSha
+			j.how = cmdScript
 			return true
 		}
 	case cmdSetNX:
@@ -791,13 +742,10 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 		case e == nil:
 			val = 1
 		}
-	case cmdEvalSha:
-		if isNoScript(err) {
-			j.how = cmdEval
+	default: // cmdScript
+		if j.resendAsEval(j.cmd) {
 			return true
 		}
-		val, err = j.cmd.Int64()
-	default:
 		val, err = j.cmd.Int64()
 	}
 	if j.t.permits > 0 && err != nil {
@@ -812,15 +760,6 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 	return false
 }
 
-// acquireArgs are the ARGV of acquire.lua.
-func acquireArgs(t *target, tk token, ttl time.Duration) []any {
-	fence := "0"
-	if t.fence != nil {
-		fence = "1"
-	}
-	return []any{tk.value, t.owner, ttl.Milliseconds(), len(t.rkeys), fence, tk.id, tk.n}
-}
-
 // releaseJob releases an attempt's value on one node. It reports to a
 // round, or, for the release that a late reply triggers, frees the node in
 // the acquisition.
@@ -829,7 +768,6 @@ type releaseJob struct {
 	t        *target
 	value    *token
 	announce bool // announce the release to waiters; false for a rollback
-	eval     bool
 
 	// unlock, when set, is the Lock that Unlock releases: a resent
 	// release may count as done (see Lock.release).
@@ -842,6 +780,7 @@ type releaseJob struct {
 	cmd  *redis.Cmd
 	sent sendCounter
 	args [9]any
+	evalFallback
 	// resent is set when the EVALSHA before the EVAL was written more than
 	// once: a NOSCRIPT reply to a copy says nothing of the first copy,
 	// which may have run before the node lost its scripts.
@@ -865,25 +804,12 @@ func (j *releaseJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// once means it did nothing, so the EVAL starts a new count.
 	j.sent.b = j.value.raw
 	j.sent.n.Store(0)
-	var chans []any // the release channels: none for a rollback
-	var channel any = ""
-	if j.announce {
-		chans, channel = j.t.chanArgs, j.t.chanArgs[0]
-	}
-	switch {
-	case j.t.reader:
-		j.cmd = evalCmd(j.args[:0], &luaRUnlock, j.eval, j.t.relKeys, nil, &j.sent, channel, j.n.shardArg)
-	case j.t.plainSingle() && j.n.cluster == nil:
-		j.cmd = evalCmd(j.args[:0], &luaReleasePlain, j.eval, j.t.relKeys, nil, &j.sent, channel)
-	default:
-		j.cmd = evalCmd(j.args[:0], j.t.lua(&luaRelease, &luaSemRelease), j.eval, j.t.relKeys, chans, &j.sent, j.t.ownerArg, j.n.shardArg)
-	}
+	j.cmd = j.t.evalRelease(j.args[:0], j.eval, j.n, &j.sent, j.announce)
 	return append(cmds, j.cmd)
 }
 
 func (j *releaseJob) done(time.Time, time.Time) bool {
-	if !j.eval && isNoScript(j.cmd.Err()) {
-		j.eval = true
+	if j.resendAsEval(j.cmd) {
 		j.resent = j.sent.n.Load() > 1
 		return true
 	}
@@ -917,8 +843,7 @@ type extendJob struct {
 	ttl  time.Duration
 	cmd  *redis.Cmd
 	args [9]any
-	// eval is set after a NOSCRIPT reply.
-	eval bool
+	evalFallback
 	replicaWait
 }
 
@@ -927,13 +852,12 @@ func (j *extendJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *extendJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	l := j.l
-	j.cmd = l.t.extendCmd(j.args[:0], j.eval, l.att.value.arg, j.ttl)
+	j.cmd = l.t.evalExtend(j.args[:0], j.eval, l.att.value.arg, j.ttl)
 	return append(cmds, j.cmd)
 }
 
 func (j *extendJob) done(time.Time, time.Time) bool {
-	if !j.eval && isNoScript(j.cmd.Err()) {
-		j.eval = true
+	if j.resendAsEval(j.cmd) {
 		return true
 	}
 	v, err := j.cmd.Int64()
@@ -951,7 +875,7 @@ type fenceJob struct {
 	value string
 	fence int64
 	cmd   *redis.Cmd
-	eval  bool
+	evalFallback
 	replicaWait
 }
 
@@ -959,14 +883,12 @@ func (j *fenceJob) deadline() time.Time { return j.end }
 func (j *fenceJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *fenceJob) commands(cmds []redis.Cmder) []redis.Cmder {
-	t := j.t
-	j.cmd = evalCmd(nil, &luaFence, j.eval, t.skargs, nil, j.value, t.ownerArg, j.fence, len(t.rkeys))
+	j.cmd = j.t.evalFence(j.eval, j.value, j.fence)
 	return append(cmds, j.cmd)
 }
 
 func (j *fenceJob) done(time.Time, time.Time) bool {
-	if !j.eval && isNoScript(j.cmd.Err()) {
-		j.eval = true
+	if j.resendAsEval(j.cmd) {
 		return true
 	}
 	j.leg.deliver(j.counted(j.cmd.Int64()))

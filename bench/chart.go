@@ -108,7 +108,7 @@ func newPlot(title string) *plot.Plot {
 }
 
 // degradedShort labels degradedNames on a chart's axis.
-var degradedShort = []string{nameOurs, nameRedsync, "redsync (ctx timeouts)", nameFloor, namePipeFloor}
+var degradedShort = []string{nameOurs, nameRedsync, "redsync (ctx timeouts)", nameFloor, namePipeFloor, nameRueidisFloor}
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

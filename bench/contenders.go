@@ -20,6 +20,9 @@ const (
 	// namePipeFloor is the floor on go-redis's AutoPipeline: the reference
 	// for a pipelined transport.
 	namePipeFloor = "pipelined floor"
+	// nameRueidisFloor is the floor on rueidis, sending the library's own
+	// commands: the reference for what a lock+unlock could allocate.
+	nameRueidisFloor = "rueidis floor"
 	// nameOrderedFloor is the plain floor that never sends a release to a
 	// node ahead of its SET's reply; only (a) runs it.
 	nameOrderedFloor = "ordered floor"
@@ -36,19 +39,23 @@ type held interface {
 	Unlock(ctx context.Context) error
 }
 
-// contender is one lock client under test, with its own go-redis clients.
+// contender is one lock client under test, with its own go-redis clients
+// (the rueidis floor has its own rueidis clients instead).
 type contender struct {
 	name    string
-	clients *clientSet
+	clients *clientSet // the rueidis floor's has no clients, only the sent counter
 	lock    func(ctx context.Context, key string) (held, error)
 	close   func() // ends the client and waits for its requests in flight
 }
 
 func newContender(name string, addrs []string, opts ...redlock.Option) (*contender, error) {
 	var cs *clientSet
-	if name == nameRedsyncCtx {
+	switch name {
+	case nameRedsyncCtx:
 		cs = newClientSetWith(addrs, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-	} else {
+	case nameRueidisFloor:
+		cs = &clientSet{} // no go-redis clients: only its sent counter
+	default:
 		cs = newClientSet(addrs)
 	}
 	c := &contender{name: name, clients: cs}
@@ -116,6 +123,19 @@ func newContender(name string, addrs []string, opts ...redlock.Option) (*contend
 			f.wg.Wait()
 			cs.close()
 		}
+	case nameRueidisFloor:
+		f, err := newRueidisFloor(addrs, &cs.sent)
+		if err != nil {
+			return nil, err
+		}
+		c.lock = func(ctx context.Context, key string) (held, error) {
+			l, err := f.Lock(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			return l, nil
+		}
+		c.close = f.close
 	default:
 		cs.close()
 		return nil, fmt.Errorf("bench: unknown contender %q", name)

@@ -120,17 +120,7 @@ func (f *floor) Lock(ctx context.Context, key string) (*floorLock, error) {
 }
 
 // gather reads replies until the quorum is reached or out of reach.
-func (f *floor) gather(ch <-chan bool) bool {
-	yes, no := 0, 0
-	for yes < f.quorum && no <= len(f.nodes)-f.quorum {
-		if <-ch {
-			yes++
-		} else {
-			no++
-		}
-	}
-	return yes >= f.quorum
-}
+func (f *floor) gather(ch <-chan bool) bool { return quorumOf(ch, len(f.nodes), f.quorum) }
 
 func (l *floorLock) Unlock(ctx context.Context) error {
 	f := l.f

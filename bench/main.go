@@ -1,17 +1,19 @@
-// Command bench measures redlock against go-redsync/redsync v4 and two floor
-// clients (a plain one and one on go-redis's AutoPipeline), on real
-// redis-servers it starts itself, and writes the figures, the targets of
-// issue 12 and charts into docs/PERFORMANCE.md.
+// Command bench measures redlock against go-redsync/redsync v4 and three floor
+// clients (a plain one and one on go-redis's AutoPipeline, and one that sends
+// the library's own commands on rueidis), on real redis-servers it starts
+// itself, and writes the figures, the targets of issues 12 and 26 and charts
+// into docs/PERFORMANCE.md.
 //
 // Run it from this directory:
 //
-//	go run . -out ../docs/PERFORMANCE.md          # full run, about 11 minutes on 2 cores
-//	go run . -quick -out /tmp/perf.md             # smoke test, about 1.5 minutes
+//	go run . -out ../docs/PERFORMANCE.md          # full run, about 12 minutes on 2 cores
+//	go run . -quick -out /tmp/perf.md             # smoke test, under 2 minutes
 //	go run . -quick -only bh                      # some measures only, report on stdout
 //
 // It is a module of its own, so that users of the library never download
-// redsync or the plotting library. Contenders run in turn, A, B, C, A, B, C,
-// each with its own go-redis clients; every figure is a median over rounds,
+// redsync, rueidis or the plotting library. Contenders run in turn, A, B, C,
+// A, B, C, each with its own go-redis clients (the rueidis floor with rueidis
+// clients); every figure is a median over rounds,
 // and every comparison is a median of per-round ratios with its range.
 //
 // It needs redis-server in PATH (or REDIS_SERVER), and uses only 127.0.0.1.
@@ -27,6 +29,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -66,11 +69,14 @@ var (
 func main() {
 	var (
 		out     = flag.String("out", "", "write the report to this Markdown file (charts go beside it); stdout when empty")
-		isQuick = flag.Bool("quick", false, "smoke-test sizes: about 1.5 minutes, figures only indicative")
+		isQuick = flag.Bool("quick", false, "smoke-test sizes: under 2 minutes, figures only indicative")
 		only    = flag.String("only", "abcdefgh", "measures to run, by letter: a sequential, b parallel, c contended, d degraded, e allocations, f scaling, g renewals, h WAN (-only x -profile DIR: profiles only)")
 		rounds  = flag.Int("rounds", 0, "rounds per measure (0: 11, and 5 for (c), (d) and (h); 2, and 1 for (d), with -quick)")
-		profile = flag.String("profile", "", "also write CPU and allocation profiles of redlock and the floor into this directory")
+		profile = flag.String("profile", "", "also write CPU and allocation profiles of redlock and the plain, pipelined and rueidis floors into this directory")
 	)
+	// redistest reads testing.Short, which panics unless the testing
+	// flags are registered.
+	testing.Init()
 	flag.Parse()
 	if bad := strings.Trim(*only, "abcdefghx"); bad != "" || *only == "" {
 		fmt.Fprintf(os.Stderr, "bench: -only takes letters among abcdefgh (and x with -profile), got %q\n", *only)

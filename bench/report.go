@@ -186,6 +186,18 @@ func (res *results) targets() []target {
 	if res.allocs != nil {
 		f := func(a allocResult) float64 { return a.allocs }
 		add("(e)", "redlock allocations / redsync allocations", "≤ 0.80×", ratioOf(pickF(res.allocs[nameOurs], f), pickF(res.allocs[nameRedsync], f)), 0.8, true)
+		ours := res.allocs[nameOurs]
+		n := median(pickF(ours, f))
+		t := target{measure: "(e)", what: "redlock allocations per lock+unlock (issue 26)", limit: "≤ 50", got: fmt.Sprintf("%.0f", n)}
+		t.met, t.note = check(n, 50, true, false)
+		ts = append(ts, t)
+		kb := median(pickF(ours, func(a allocResult) float64 { return a.bytes })) / 1000
+		t = target{measure: "(e)", what: "redlock bytes per lock+unlock (issue 26)", limit: "≤ 6.0 KB", got: fmt.Sprintf("%.1f KB", kb)}
+		t.met, t.note = check(kb, 6, true, false)
+		ts = append(ts, t)
+		rf := res.allocs[nameRueidisFloor]
+		reported("(e)", "rueidis floor allocations and bytes per lock+unlock (the library's commands on rueidis)", fmt.Sprintf("%.0f, %.1f KB",
+			median(pickF(rf, f)), median(pickF(rf, func(a allocResult) float64 { return a.bytes }))/1000))
 	}
 	if res.scale != nil {
 		ours := ratioOf(p50s(res.scale[9][nameOurs]), p50s(res.scale[3][nameOurs]))
@@ -232,8 +244,9 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	if res.quick {
 		p("> **Quick mode:** %d rounds of short measures. The figures are indicative only; the committed figures come from a full run.\n\n", s.rounds)
 	}
-	p("Each contender has its own go-redis v9 clients with default options. Contenders run in turn within each\n")
-	p("round (A, B, C, A, B, C, …): %d rounds for (a), (b), (e) and (f), %d for (c), %d for (d), %d for (h). A figure is\n", s.rounds, s.contRounds, s.degradedRounds, s.wanRounds)
+	p("Each contender has its own go-redis v9 clients with default options (the rueidis floor has rueidis clients).\n")
+	p("Contenders run in turn within each round (A, B, C, A, B, C, …): %d rounds for (a), (b), (e) and (f), %d for (c),\n", s.rounds, s.contRounds)
+	p("%d for (d), %d for (h). A figure is\n", s.degradedRounds, s.wanRounds)
 	p("the median over rounds; a comparison is the median of the per-round ratios, with the lowest and highest round\n")
 	p("in brackets. Commands and batches are counted by the servers themselves (INFO stats and commandstats, the\n")
 	p("harness's own INFO calls taken out), so the count does not depend on the client's transport.\n\n")
@@ -248,10 +261,17 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	p("- **ordered floor**, in (a) only: the plain floor, except that `Unlock` sends no release to a node whose `SET`\n")
 	p("  has not answered yet; that node's release goes out once it has. It keeps the one rule of issue 12 that\n")
 	p("  decides when a request may be sent (a release never goes ahead of its own acquire), which the plain floor\n")
-	p("  breaks: its release can overtake a `SET` still in flight on another connection and leave the key behind.\n\n")
+	p("  breaks: its release can overtake a `SET` still in flight on another connection and leave the key behind.\n")
+	p("- **rueidis floor**: a floor, not a library, written in the harness ([`bench/rueidisfloor.go`](../bench/rueidisfloor.go))\n")
+	p("  on [rueidis](https://github.com/redis/rueidis) instead of go-redis, one client per node (defaults, apart from\n")
+	p("  `ForceSingleClient` and `DisableCache`): the library's own commands for an uncontended lock+unlock (`SET key value\n")
+	p("  PX ttl NX`, then EVALSHA of the library's `releaseplain.lua` with the key's waiting marker and release channel),\n")
+	p("  sent to every node at once and decided at the quorum-th reply, no release ahead of its node's `SET` reply; no\n")
+	p("  retries, no timeouts of its own. It shows what those commands could cost a client in allocations.\n\n")
 
 	p("## Targets\n\n")
-	p("The targets of issue 12 (pipelined transport), and the ones kept from issue 6.\n\n")
+	p("The targets of issue 12 (pipelined transport), the ones kept from issue 6, and issue 26's allocations per\n")
+	p("lock+unlock.\n\n")
 	p("| | Target | Limit | Measured | Verdict |\n|---|---|---|---|---|\n")
 	for _, t := range res.targets() {
 		verdict := "not run"
@@ -282,7 +302,8 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	if res.allocs != nil {
 		f := func(a allocResult) float64 { return a.allocs }
 		ctxNotes = append(ctxNotes, "(e) plain floor allocations / redsync allocations "+ratioOf(pickF(res.allocs[nameFloor], f), pickF(res.allocs[nameRedsync], f)).String()+
-			", pipelined floor "+ratioOf(pickF(res.allocs[namePipeFloor], f), pickF(res.allocs[nameRedsync], f)).String())
+			", pipelined floor "+ratioOf(pickF(res.allocs[namePipeFloor], f), pickF(res.allocs[nameRedsync], f)).String()+
+			", rueidis floor "+ratioOf(pickF(res.allocs[nameRueidisFloor], f), pickF(res.allocs[nameRedsync], f)).String())
 	}
 	if res.scale != nil {
 		ctxNotes = append(ctxNotes, "(f) N = 9 / N = 3: redlock "+ratioOf(p50s(res.scale[9][nameOurs]), p50s(res.scale[3][nameOurs])).String()+
@@ -340,9 +361,11 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 			ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[nameFloor])),
 			ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[namePipeFloor])),
 			ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[nameRedsync])))
-		p("pipelined floor / plain floor %s; redsync / plain floor %s.\n\n",
+		p("pipelined floor / plain floor %s; redsync / plain floor %s; redlock / rueidis floor %s; rueidis floor / plain floor %s.\n\n",
 			ratioOf(p50s(res.seq[namePipeFloor]), p50s(res.seq[nameFloor])),
-			ratioOf(p50s(res.seq[nameRedsync]), p50s(res.seq[nameFloor])))
+			ratioOf(p50s(res.seq[nameRedsync]), p50s(res.seq[nameFloor])),
+			ratioOf(p50s(res.seq[nameOurs]), p50s(res.seq[nameRueidisFloor])),
+			ratioOf(p50s(res.seq[nameRueidisFloor]), p50s(res.seq[nameFloor])))
 		p("The ordered floor, which sends no release to a node ahead of its SET's reply (the rule the library keeps):\n")
 		p("ordered floor / plain floor %s; redlock / ordered floor %s.\n\n",
 			ratioOf(p50s(res.seq[nameOrderedFloor]), p50s(res.seq[nameFloor])),
@@ -498,15 +521,21 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	if res.allocs != nil {
 		p("## (e) Allocations per lock+unlock\n\n")
 		p("runtime.MemStats deltas over %d sequential cycles per contender per round, every goroutine of the process\n", s.allocOps)
-		p("included (the requests' goroutines are part of the cost); keys are built beforehand.\n\n")
-		p("| Contender | allocations | bytes | allocations vs redsync | allocations vs plain floor |\n|---|---|---|---|---|\n")
+		p("included (the requests' goroutines are part of the cost); keys are built beforehand. The rueidis floor sends\n")
+		p("the library's own commands: the last two columns are what the library allocates over them. In `bench/`,\n")
+		p("`go test -run '^$' -bench SequentialLockUnlock -benchmem` measures the same for redlock and the plain and\n")
+		p("rueidis floors in a test binary, and its doc comment gives the `-memprofile` run that finds the sites.\n\n")
+		p("| Contender | allocations | bytes | allocations vs redsync | allocations vs plain floor | allocations vs rueidis floor | bytes vs rueidis floor |\n")
+		p("|---|---|---|---|---|---|---|\n")
 		fa := func(a allocResult) float64 { return a.allocs }
 		fb := func(a allocResult) float64 { return a.bytes }
 		for _, name := range mainNames {
 			as := res.allocs[name]
-			p("| %s | %.0f | %.0f | %s | %s |\n", name, median(pickF(as, fa)), median(pickF(as, fb)),
+			p("| %s | %.0f | %.0f | %s | %s | %s | %s |\n", name, median(pickF(as, fa)), median(pickF(as, fb)),
 				ratioOf(pickF(as, fa), pickF(res.allocs[nameRedsync], fa)),
-				ratioOf(pickF(as, fa), pickF(res.allocs[nameFloor], fa)))
+				ratioOf(pickF(as, fa), pickF(res.allocs[nameFloor], fa)),
+				ratioOf(pickF(as, fa), pickF(res.allocs[nameRueidisFloor], fa)),
+				ratioOf(pickF(as, fb), pickF(res.allocs[nameRueidisFloor], fb)))
 		}
 		p("\n")
 	}

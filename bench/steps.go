@@ -20,12 +20,12 @@ import (
 // no retries by definition), so they sit out the contended measure; our
 // polling mode joins it instead.
 var (
-	mainNames = []string{nameOurs, nameRedsync, nameFloor, namePipeFloor}
+	mainNames = []string{nameOurs, nameRedsync, nameFloor, namePipeFloor, nameRueidisFloor}
 	// seqNames adds, for (a) only, the floor that orders each release
 	// after its node's SET reply.
 	seqNames       = append(mainNames[:len(mainNames):len(mainNames)], nameOrderedFloor)
 	contendedNames = []string{nameOurs, nameOursPolling, nameRedsync}
-	degradedNames  = []string{nameOurs, nameRedsync, nameRedsyncCtx, nameFloor, namePipeFloor}
+	degradedNames  = []string{nameOurs, nameRedsync, nameRedsyncCtx, nameFloor, namePipeFloor, nameRueidisFloor}
 	parallelLevels = []int{1, 8, 32, 128, 512}
 	// targetLevels are the goroutine counts that (b)'s targets name.
 	targetLevels = []int{32, 128}
@@ -321,13 +321,13 @@ func measureRenewals(ctx context.Context, cl *cluster, res *results) error {
 
 // profiles writes CPU profiles of the sequential and the 32-goroutine
 // parallel measure, and allocation profiles of the sequential one, for
-// redlock and both floors, so that `go tool pprof` shows where the library
-// spends more than the floors.
+// redlock and the plain, pipelined and rueidis floors, so that `go tool
+// pprof` shows where the library spends more than the floors.
 func profiles(ctx context.Context, cl *cluster, s settings, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	cs, err := contenders(cl.addrs(mainNodes), nameOurs, nameFloor, namePipeFloor)
+	cs, err := contenders(cl.addrs(mainNodes), nameOurs, nameFloor, namePipeFloor, nameRueidisFloor)
 	if err != nil {
 		return err
 	}
@@ -406,7 +406,7 @@ func machineNotes(ctx context.Context, cl *cluster) [][2]string {
 				notes = append(notes, [2]string{"redlock", libraryVersion(m.Replace.Path)})
 			}
 			switch m.Path {
-			case "github.com/redis/go-redis/v9", "github.com/go-redsync/redsync/v4", "gonum.org/v1/plot":
+			case "github.com/redis/go-redis/v9", "github.com/redis/rueidis", "github.com/go-redsync/redsync/v4", "gonum.org/v1/plot":
 				mods = append(mods, m.Path+" "+m.Version)
 			}
 		}
