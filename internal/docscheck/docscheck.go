@@ -15,7 +15,11 @@
 //     math), nor snake_case (`run_id`: Redis INFO fields), nor a Go keyword
 //     (`go`, `select`). All-capital Go names exist but are not checked.
 //   - It is not a file name: Name.ext with a known ext (`holds.lua`,
-//     `node.go`, `go.mod`).
+//     `node.go`, `go.mod`). File names are checked apart: a path with a
+//     slash (`scripts/acquire.lua`, `cmd/redlock/run.go`) must exist under
+//     the root, and a bare name (`quorum.go`) must be the name of some file
+//     in the repository, so that a doc that names a file which was moved or
+//     removed fails too.
 //   - Its qualifier is not a package that the code imports from outside the
 //     module, nor a common standard package (`time.Second`, `errors.Is`,
 //     `redis.UniversalClient`, `slog.Logger`): those are not ours to check.
@@ -97,10 +101,15 @@ type Drift struct {
 	Line int    // 1-based line of the span's opening backtick
 	Span string // the code span as written
 	Name string // the part of Span that is not declared
+	// NoFile is set when Span names a file that is not there.
+	NoFile bool
 }
 
 // String formats d as file:line: message, the form test failures print.
 func (d Drift) String() string {
+	if d.NoFile {
+		return fmt.Sprintf("%s:%d: `%s`: no such file", d.File, d.Line, d.Span)
+	}
 	if d.Name == d.Span {
 		return fmt.Sprintf("%s:%d: `%s` is not declared in the code", d.File, d.Line, d.Span)
 	}
@@ -134,7 +143,8 @@ func Check(root string) ([]Drift, error) {
 		}
 		for _, s := range scan(src) {
 			if name, ok := ix.missing(s.text); ok {
-				drifts = append(drifts, Drift{File: filepath.ToSlash(rel), Line: s.line, Span: s.text, Name: name})
+				isFile, _ := ix.missingFile(s.text)
+				drifts = append(drifts, Drift{File: filepath.ToSlash(rel), Line: s.line, Span: s.text, Name: name, NoFile: isFile})
 			}
 		}
 	}
@@ -151,6 +161,8 @@ type index struct {
 	pkgs    map[string]map[string]bool // our package -> its top-level names
 	foreign map[string]bool            // packages imported from outside the module
 	used    map[string]bool            // names used from those packages
+	root    string                     // the module root
+	files   map[string]bool            // the base name of every file
 }
 
 func newIndex() *index {
@@ -163,6 +175,7 @@ func newIndex() *index {
 		pkgs:    map[string]map[string]bool{},
 		foreign: map[string]bool{},
 		used:    map[string]bool{},
+		files:   map[string]bool{},
 	}
 }
 
@@ -173,6 +186,7 @@ func indexDir(root string) (*index, error) {
 		return nil, err
 	}
 	ix := newIndex()
+	ix.root = root
 	fset := token.NewFileSet()
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -185,6 +199,7 @@ func indexDir(root string) (*index, error) {
 			}
 			return nil
 		}
+		ix.files[d.Name()] = true
 		if strings.HasSuffix(path, ".lua") {
 			src, err := os.ReadFile(path)
 			if err != nil {
@@ -497,9 +512,37 @@ func notGo(full string) bool {
 	return !lower || !upper && strings.Contains(full, "_") || token.IsKeyword(full)
 }
 
+// filePath matches a span that names a file: a path of plain characters
+// ending in one of fileExts.
+var filePath = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\.([a-z]+)$`)
+
+// missingFile reports whether span names a file, and whether that file is
+// missing: a path with a slash is looked up under the root, a bare name
+// among the names of the repository's files.
+func (ix *index) missingFile(span string) (isFile, missing bool) {
+	m := filePath.FindStringSubmatch(span)
+	if m == nil || !fileExts[m[2]] {
+		return false, false
+	}
+	if allowlist[span] {
+		return true, false
+	}
+	if strings.Contains(span, "/") {
+		_, err := os.Stat(filepath.Join(ix.root, filepath.FromSlash(span)))
+		return true, err != nil
+	}
+	return true, !ix.files[span]
+}
+
 // missing reports whether span is a Go reference that the code does not
-// declare, and if so which part is missing.
+// declare, or a file that is not there, and if so which part is missing.
 func (ix *index) missing(span string) (string, bool) {
+	if isFile, miss := ix.missingFile(span); isFile {
+		if miss {
+			return span, true
+		}
+		return "", false
+	}
 	qual, name, ok := parseRef(span)
 	if !ok {
 		return "", false

@@ -154,7 +154,10 @@ func TestMissing(t *testing.T) {
 		{"PEXPIRE", ""},
 		{"SET NX PX", ""},
 		{"redis-server", ""},
-		{"holds.lua", ""},
+		{"script.lua", ""},         // a file that is there
+		{"inner/inner.go", ""},     // a path that is there
+		{"holds.lua", "holds.lua"}, // a file that is not
+		{"inner/gone.go", "inner/gone.go"},
 		{"~lk:*", ""},
 		{"make test", ""},
 		{"go test -short ./...", ""},
