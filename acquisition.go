@@ -229,7 +229,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	if o.yes >= t.quorum && o.ctxErr == nil && !ok {
 		reason = "no validity left"
 	}
-	if ok && t.permits > 0 && permitsRefused(o.votes) {
+	if ok && permitsRefused(o.votes) {
 		// A node's holders count other permits: neither bound holds.
 		ok, reason = false, "semaphore permits disagree"
 	}

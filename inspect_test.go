@@ -111,9 +111,8 @@ func TestLabelledLaterAttemptTakesOverEarlierLeftovers(t *testing.T) {
 			ms, cs := minis(t, 5)
 			c := newClient(t, cs)
 			cfg := c.cfg
-			cfg.label = "job 7"
-			tg := &target{rkeys: []string{"lbl-left"}, id: "acq", owner: owner}
-			tg.box()
+			cfg.label, cfg.owner = "job 7", owner
+			tg := newTarget(plainFlavour.with(&cfg), []string{"lbl-left"}, "acq", owner, false, c.quorum)
 			a := c.newAcquisition(&cfg, []string{"lbl-left"}, tg)
 			a.made = 2 // the next attempt writes "acq.2 job 7"
 			// Leftovers of attempts 0 and 1 on nodes 0 and 1, and a late

@@ -2,82 +2,10 @@ package redlock
 
 import (
 	"fmt"
-	"slices"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/redlockgo/redlock/internal/keyspace"
 )
-
-// target is what one acquisition holds on every node: its keys, id, and
-// owner. It is never changed once built. Each attempt writes a value of its
-// own, derived from the id (see token).
-type target struct {
-	rkeys  []string // the Redis keys: prefix + keys as given
-	id     string   // the acquisition's random id
-	owner  string   // "" for a plain lock
-	reader bool     // a shared hold of RLock (see rwlock.go)
-	fence  []string // the keys' fence counters; nil without fencing
-	// quorum is the number of yes votes every round of the target needs:
-	// the Client's majority for a lock, more for a semaphore of several
-	// permits (see semaphoreQuorum).
-	quorum int
-	// permits is the number of permits of a semaphore, and 0 for a lock.
-	permits int
-
-	// waiting and chans are the keys' waiting markers and release
-	// channels (see internal/keyspace).
-	waiting, chans []string
-
-	// The same, boxed once for the commands' arguments: rkeys, then
-	// scriptKeys, then the lock keys followed by their waiting markers (the
-	// KEYS of the release scripts and of rlock.lua), then the channels,
-	// then owner.
-	kargs, skargs, relKeys, chanArgs []any
-	ownerArg                         any
-}
-
-// box names the target's markers and channels, and fills its boxed
-// arguments.
-func (t *target) box() {
-	n := len(t.rkeys)
-	t.waiting, t.chans = make([]string, n), make([]string, n)
-	for i, rk := range t.rkeys {
-		t.waiting[i], t.chans[i] = keyspace.Waiting(rk), keyspace.Channel(rk)
-	}
-	keys := t.scriptKeys()
-	boxed := make([]any, len(keys)+3*n)
-	for i, k := range keys {
-		boxed[i] = k
-	}
-	rel := boxed[len(keys) : len(keys)+2*n]
-	for i := range n {
-		rel[i], rel[n+i] = t.rkeys[i], t.waiting[i]
-		boxed[len(keys)+2*n+i] = t.chans[i]
-	}
-	// Each capped, so that no append to one writes over the next.
-	t.skargs = boxed[:len(keys):len(keys)]
-	t.kargs = boxed[:n:n]
-	t.relKeys = rel[: 2*n : 2*n]
-	t.chanArgs = boxed[len(keys)+2*n:]
-	t.ownerArg = t.owner
-}
-
-// scriptKeys returns the lock keys, followed by the fence counters when there
-// are any.
-func (t *target) scriptKeys() []string {
-	if t.fence == nil {
-		return t.rkeys
-	}
-	return append(slices.Clip(t.rkeys), t.fence...)
-}
-
-// plainSingle reports whether the target has the standard wire layout: one
-// plain key, no fence counter.
-func (t *target) plainSingle() bool {
-	return len(t.rkeys) == 1 && t.owner == "" && t.fence == nil && t.permits == 0 && !t.reader
-}
 
 // node is one independent Redis master. It is safe for concurrent use.
 type node struct {

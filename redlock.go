@@ -248,13 +248,13 @@ func (c *Client) leave() { c.calls.Done() }
 // is a *QuorumError that says what each node answered in the last attempt.
 // Bad options or an empty key give an error that wraps ErrInvalidOption.
 func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	return c.acquire(ctx, []string{key}, opts, true, false)
+	return c.acquire(ctx, []string{key}, opts, true, plainFlavour)
 }
 
 // TryLock makes exactly one attempt to acquire the lock on key. On failure it
 // behaves as Lock does, and returns an error that matches ErrNotAcquired.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	return c.acquire(ctx, []string{key}, opts, false, false)
+	return c.acquire(ctx, []string{key}, opts, false, plainFlavour)
 }
 
 // config returns the settings for one call.
@@ -305,19 +305,23 @@ func (c *Client) raiseMaxTTL(ttl time.Duration) {
 	}
 }
 
-func (c *Client) acquire(ctx context.Context, keys []string, opts []LockOption, wait, reader bool) (*Lock, error) {
+// acquire runs one call that acquires a hold of flavour fl on keys (of
+// the owner flavour instead, when WithOwner makes a plain lock an owner
+// lock): Lock, TryLock, LockMulti, RLock, a semaphore's Acquire, and
+// their kin.
+func (c *Client) acquire(ctx context.Context, keys []string, opts []LockOption, wait bool, fl *flavour) (*Lock, error) {
 	cfg, err := c.config(opts)
 	if err != nil {
 		return nil, err
 	}
-	t, err := c.target(keys, cfg, reader)
+	t, err := c.target(keys, cfg, fl)
 	if err != nil {
 		return nil, err
 	}
 	return c.acquireTarget(ctx, cfg, keys, t, wait)
 }
 
-// acquireTarget runs the attempts of one Lock, TryLock or semaphore call.
+// acquireTarget runs the attempts of one call of acquire.
 func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, t *target, wait bool) (*Lock, error) {
 	if err := c.enter(); err != nil {
 		return nil, err
@@ -333,7 +337,7 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		if wt != nil {
 			c.waitlist.leave(wt, won)
 		}
-		if !won && a.waiting != nil && !t.reader && !c.isClosed() {
+		if !won && a.waiting != nil && t.fl.unmark && !c.isClosed() {
 			// A writer that gives up takes its marker back, so that new
 			// readers need not wait out its TTL.
 			a.unmark()
@@ -365,11 +369,11 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		}
 		return nil
 	}
-	if wait && cfg.pubsub && c.waitlist.waiting(t.rkeys, t.reader) {
+	if wait && cfg.pubsub && c.waitlist.waiting(t) {
 		// Other Lock calls of this Client already wait for a key: queue
 		// behind them rather than race the one the next release wakes.
 		// Its attempt and ours would split the votes and both fail.
-		wt = c.waitlist.join(t.rkeys, t.reader, t.quorum)
+		wt = c.waitlist.join(t)
 		a.wait()
 		if err := pause(nil); err != nil {
 			return nil, err
@@ -395,10 +399,9 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 			return l, nil
 		}
 		last = qerr
-		if t.permits > 0 {
-			if err := permitsMismatch(qerr); err != nil {
-				return nil, err
-			}
+		if err := permitsMismatch(qerr); err != nil {
+			// Waiting would not help.
+			return nil, err
 		}
 		if qerr.ctxErr != nil || !wait {
 			return nil, a.abandon(qerr, qerr.ctxErr)
@@ -408,7 +411,7 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 			// subscription took effect: the holder may have released
 			// before it did, unannounced to us. A node that does not
 			// confirm (hung) holds this up to the retry delay.
-			wt = c.waitlist.join(t.rkeys, t.reader, t.quorum)
+			wt = c.waitlist.join(t)
 			a.wait()
 			if err := pause(wt.ready); err != nil {
 				return nil, err

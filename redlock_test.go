@@ -592,8 +592,7 @@ func TestLockStopsWhenCtxEnds(t *testing.T) {
 func TestLaterAttemptTakesOverEarlierLeftovers(t *testing.T) {
 	ms, cs := minis(t, 5)
 	c := newClient(t, cs)
-	tg := &target{rkeys: []string{"leftover"}, id: "acq"}
-	tg.box()
+	tg := newTarget(plainFlavour, []string{"leftover"}, "acq", "", false, c.quorum)
 	a := c.newAcquisition(&c.cfg, []string{"leftover"}, tg)
 	a.made = 2 // the next attempt is attempt 2, which writes "acq.2"
 	// Rollbacks of attempts 0 and 1 have not landed on nodes 0 and 1; a

@@ -6,10 +6,10 @@ import (
 )
 
 // This file is the read side of a read-write lock (see docs/RWLOCK.md).
-// A reader is a target flavour: its acquire, release and extend go to
-// scripts of their own (rlock.lua, runlock.lua, rextend.lua), and the
-// acquisition, attempt, rollback, late-reply, Unlock, Extend and renewal
-// machinery carries it unchanged. Writers are plain Lock and TryLock calls
+// A reader is a flavour of target (readerFlavour, see flavour.go): its
+// acquire, release and extend go to scripts of their own (rlock.lua,
+// runlock.lua, rextend.lua), and the acquisition, attempt, rollback,
+// late-reply, Unlock, Extend and renewal machinery carries it unchanged. Writers are plain Lock and TryLock calls
 // on the same key.
 
 // RLock acquires a shared (read) hold on key, waiting as Lock does. Any
@@ -30,14 +30,14 @@ import (
 // as for Lock: on failure every node has been told to release, including
 // the ones that did not answer.
 func (c *Client) RLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	return c.acquire(ctx, []string{key}, opts, true, true)
+	return c.acquire(ctx, []string{key}, opts, true, readerFlavour)
 }
 
 // TryRLock makes exactly one attempt to acquire a shared (read) hold on
 // key, as RLock does. On failure it returns an error that matches
 // ErrNotAcquired.
 func (c *Client) TryRLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	return c.acquire(ctx, []string{key}, opts, false, true)
+	return c.acquire(ctx, []string{key}, opts, false, readerFlavour)
 }
 
 // checkReader refuses the options a reader cannot have.
@@ -51,4 +51,13 @@ func checkReader(keys []string, cfg *config) error {
 		return fmt.Errorf("%w: WithFencing cannot be used with RLock", ErrInvalidOption)
 	}
 	return nil
+}
+
+// readQuorum is a reader's quorum: the lock's majority, or the
+// readerQuorum test hook's when it is set.
+func readQuorum(c *Client, _ int) int {
+	if c.hooks.readerQuorum > 0 {
+		return c.hooks.readerQuorum
+	}
+	return c.quorum
 }

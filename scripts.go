@@ -92,22 +92,22 @@ var scripts = [numScripts]luaScript{
 	scriptRExtend:      compose("rextend.lua", holdsLib, rwholdsLib),
 }
 
-// evalCmd builds EVALSHA of a script, or EVAL when eval is set, with its
-// KEYS, then args and tail as its ARGV, in dst's backing array when they
-// fit: a job keeps one, so that the hot path does not allocate them.
-func evalCmd(dst []any, id scriptID, eval bool, keys, tail []any, args ...any) *redis.Cmd {
+// evalStart starts the command of script id in dst's backing array, when
+// it fits: EVALSHA and the script's SHA, or EVAL and its source when eval is
+// set. The script's argument builder appends its KEYS and ARGV. A job keeps
+// an array for its commands, so that the hot path does not allocate them.
+func evalStart(dst []any, id scriptID, eval bool) []any {
 	s := &scripts[id]
-	dst = dst[:0]
 	if eval {
-		dst = append(dst, "eval", s.srcArg)
-	} else {
-		dst = append(dst, "evalsha", s.shaArg)
+		return append(dst[:0], "eval", s.srcArg)
 	}
+	return append(dst[:0], "evalsha", s.shaArg)
+}
+
+// withKeys appends a script's KEYS: their number, then the keys.
+func withKeys(dst, keys []any) []any {
 	dst = append(dst, len(keys))
-	dst = append(dst, keys...)
-	dst = append(dst, args...)
-	dst = append(dst, tail...)
-	return redis.NewCmd(context.Background(), dst...)
+	return append(dst, keys...)
 }
 
 // evalFallback is how a job sends its scripts: as EVALSHA, which names a
@@ -144,96 +144,163 @@ func (f *evalFallback) resendAsEval(cmds ...*redis.Cmd) bool {
 // the EVALSHA did nothing.
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
-// lua returns the lock's script, or sem for a semaphore's permit: both take
-// the same KEYS and ARGV.
-func (t *target) lua(lock, sem scriptID) scriptID {
-	if t.permits > 0 {
-		return sem
+// acquireScript, releaseScript and extendScript are the scripts of a
+// flavour (see flavour.go): each a script of the table, and the builder that
+// appends its KEYS and ARGV, as its header names them, to a command that
+// evalStart began.
+type (
+	acquireScript struct {
+		id scriptID
+		// args builds them for attempt tk of t; ttlArg is ttl in
+		// milliseconds, boxed once for every node.
+		args func(dst []any, t *target, tk token, ttl time.Duration, ttlArg any, h *testHooks) []any
 	}
-	return lock
-}
+	releaseScript struct {
+		id scriptID
+		// args builds them for the release of t's hold with the given
+		// value on node n; announce is false for a rollback, which leaves
+		// the waiters' markers.
+		args func(dst []any, t *target, n *node, value any, announce bool) []any
+	}
+	extendScript struct {
+		id scriptID
+		// args builds them for the extension of t's hold with the given
+		// value to ttl.
+		args func(dst []any, t *target, value any, ttl time.Duration) []any
+	}
+)
 
-// evalAcquire builds the acquire script's command for attempt tk of the
-// target: rlock.lua for a reader, semacquire.lua for a permit, and
-// acquire.lua for a lock. ttlArg is ttl in milliseconds, boxed once for
+// evalAcquire builds the command of the flavour's acquire script for
+// attempt tk of the target. ttlArg is ttl in milliseconds, boxed once for
 // every node.
 func (t *target) evalAcquire(eval bool, tk token, ttl time.Duration, ttlArg any, h *testHooks) *redis.Cmd {
-	switch {
-	case t.reader:
-		return evalCmd(nil, scriptRLock, eval, t.relKeys, nil, rlockArgs(tk, ttlArg, h)...)
-	case t.permits > 0:
-		return evalCmd(nil, scriptSemAcquire, eval, t.skargs, nil, semAcquireArgs(t, tk, ttl)...)
-	}
-	return evalCmd(nil, scriptAcquire, eval, t.skargs, nil, acquireArgs(t, tk, ttl)...)
+	s := &t.fl.acquire
+	// Room for the longest: acquire.lua's 7 ARGV after the head and KEYS.
+	dst := make([]any, 0, 10+len(t.skargs)+len(t.relKeys))
+	return redis.NewCmd(context.Background(), s.args(evalStart(dst, s.id, eval), t, tk, ttl, ttlArg, h)...)
 }
 
-// acquireArgs are the ARGV of acquire.lua.
-func acquireArgs(t *target, tk token, ttl time.Duration) []any {
+// evalRelease builds the command of the flavour's release script for the
+// target's hold with the given value on node n, in dst's backing array when
+// it fits: the flavour's releaseOne for one key without a fence counter off
+// a Redis Cluster. A release that does not announce (a rollback) leaves the
+// waiters' markers.
+func (t *target) evalRelease(dst []any, eval bool, n *node, value any, announce bool) *redis.Cmd {
+	s := &t.fl.release
+	if len(t.rkeys) == 1 && t.fence == nil && n.cluster == nil {
+		s = &t.fl.releaseOne
+	}
+	return redis.NewCmd(context.Background(), s.args(evalStart(dst, s.id, eval), t, n, value, announce)...)
+}
+
+// evalExtend builds the command of the flavour's extend script for the
+// target's hold with the given value, in dst's backing array when it fits.
+func (t *target) evalExtend(dst []any, eval bool, value any, ttl time.Duration) *redis.Cmd {
+	s := &t.fl.extend
+	return redis.NewCmd(context.Background(), s.args(evalStart(dst, s.id, eval), t, value, ttl)...)
+}
+
+// evalFence builds fence.lua's command, which writes fence back on the
+// target's counters while the node holds value. Only the flavours that
+// may be fenced, a plain or an owner lock, send it.
+//
+// KEYS: the lock keys, then their fence counters. ARGV: the value, the
+// owner, the fence, the number of lock keys.
+func (t *target) evalFence(eval bool, value string, fence int64) *redis.Cmd {
+	dst := make([]any, 0, 7+len(t.skargs))
+	args := append(withKeys(evalStart(dst, scriptFence, eval), t.skargs), value, t.ownerArg, fence, len(t.rkeys))
+	return redis.NewCmd(context.Background(), args...)
+}
+
+// lockAcquireArgs builds acquire.lua's, for a plain or an owner lock.
+// KEYS: the lock keys, then their fence counters with fencing. ARGV: the
+// value, the owner ("" for a plain lock), the TTL, the number of lock keys,
+// '1' with fencing, the acquisition's id, the attempt's number.
+func lockAcquireArgs(dst []any, t *target, tk token, ttl time.Duration, _ any, _ *testHooks) []any {
 	fence := "0"
 	if t.fence != nil {
 		fence = "1"
 	}
-	return []any{tk.value, t.owner, ttl.Milliseconds(), len(t.rkeys), fence, tk.id, tk.n}
+	return append(withKeys(dst, t.skargs), tk.value, t.owner, ttl.Milliseconds(), len(t.rkeys), fence, tk.id, tk.n)
 }
 
-// semAcquireArgs are the ARGV of semacquire.lua.
-func semAcquireArgs(t *target, tk token, ttl time.Duration) []any {
-	return []any{tk.value, ttl.Milliseconds(), t.permits, tk.id, tk.n}
+// semAcquireArgs builds semacquire.lua's, for a permit. KEYS: the
+// semaphore key. ARGV: the value, the TTL, the permits, the acquisition's
+// id, the attempt's number.
+func semAcquireArgs(dst []any, t *target, tk token, ttl time.Duration, _ any, _ *testHooks) []any {
+	return append(withKeys(dst, t.skargs), tk.value, ttl.Milliseconds(), t.fl.permits, tk.id, tk.n)
 }
 
-// rlockArgs are the ARGV of rlock.lua.
-func rlockArgs(tk token, ttlArg any, h *testHooks) []any {
+// rlockArgs builds rlock.lua's, for a reader. KEYS: the lock key, its
+// waiting marker. ARGV: the value, the TTL, the acquisition's id, the
+// attempt's number, '1' to ignore waiting writers (the noWriterPref test
+// switch).
+func rlockArgs(dst []any, t *target, tk token, _ time.Duration, ttlArg any, h *testHooks) []any {
 	pref := "0"
 	if h.noWriterPref {
 		pref = "1"
 	}
-	return []any{tk.value, ttlArg, tk.id, tk.n, pref}
+	return append(withKeys(dst, t.relKeys), tk.value, ttlArg, tk.id, tk.n, pref)
 }
 
-// markArgs are the arguments of the command that sets a waiting marker: a
-// release script announces the release of a marked key, and deletes the
-// marker with it. A writer's marker is "1", and overwrites a reader's; rlock.lua refuses
-// new readers while it is there. A reader's is "r", set only where no
-// marker is, so that it never hides a waiting writer.
-func markArgs(t *target, marker string, ttlArg any) []any {
-	if t.reader {
-		return []any{"set", marker, "r", "px", ttlArg, "nx"}
+// lockReleaseArgs builds release.lua's, and semrelease.lua's, which takes
+// the same. KEYS: the lock keys, then their waiting markers. ARGV: the
+// value, the owner ("" but for an owner lock), '1' on a Redis Cluster node,
+// then the keys' release channels, none for a rollback.
+func lockReleaseArgs(dst []any, t *target, n *node, value any, announce bool) []any {
+	dst = append(withKeys(dst, t.relKeys), value, t.ownerArg, n.shardArg)
+	if announce {
+		dst = append(dst, t.chanArgs...)
 	}
+	return dst
+}
+
+// releasePlainArgs builds releaseplain.lua's. KEYS: the lock key, its
+// waiting marker. ARGV: the value, the key's release channel ("" for a
+// rollback).
+func releasePlainArgs(dst []any, t *target, _ *node, value any, announce bool) []any {
+	return append(withKeys(dst, t.relKeys), value, t.channel(announce))
+}
+
+// runlockArgs builds runlock.lua's, for a reader. KEYS: the lock key, its
+// waiting marker. ARGV: the value, the key's release channel ("" for a
+// rollback), '1' on a Redis Cluster node.
+func runlockArgs(dst []any, t *target, n *node, value any, announce bool) []any {
+	return append(withKeys(dst, t.relKeys), value, t.channel(announce), n.shardArg)
+}
+
+// channel is the release channel argument of the scripts that release one
+// key: the key's channel, or "" for a rollback, which announces nothing.
+func (t *target) channel(announce bool) any {
+	if announce {
+		return t.chanArgs[0]
+	}
+	return ""
+}
+
+// lockExtendArgs builds extend.lua's, and semextend.lua's, which takes the
+// same. KEYS: the lock keys. ARGV: the value, the owner ("" but for an
+// owner lock), the TTL.
+func lockExtendArgs(dst []any, t *target, value any, ttl time.Duration) []any {
+	return append(withKeys(dst, t.kargs), value, t.ownerArg, ttl.Milliseconds())
+}
+
+// rextendArgs builds rextend.lua's, for a reader. KEYS: the lock key.
+// ARGV: the value, the TTL.
+func rextendArgs(dst []any, t *target, value any, ttl time.Duration) []any {
+	return append(withKeys(dst, t.kargs), value, ttl.Milliseconds())
+}
+
+// writerMark is the command that sets a waiting writer's marker (or a
+// permit's): a release script announces the release of a marked key, and
+// deletes the marker with it. A writer's marker is "1", and overwrites a
+// reader's; rlock.lua refuses new readers while it is there.
+func writerMark(marker string, ttlArg any) []any {
 	return []any{"set", marker, "1", "px", ttlArg}
 }
 
-// evalRelease builds the release command of the target's hold with the
-// given value on node n, in dst's backing array when it fits: runlock.lua
-// for a reader, releaseplain.lua for one plain key off a cluster, and
-// release.lua (semrelease.lua for a permit) otherwise. A release that does
-// not announce (a rollback) leaves the waiters' markers.
-func (t *target) evalRelease(dst []any, eval bool, n *node, value any, announce bool) *redis.Cmd {
-	var chans []any // the release channels: none for a rollback
-	var channel any = ""
-	if announce {
-		chans, channel = t.chanArgs, t.chanArgs[0]
-	}
-	switch {
-	case t.reader:
-		return evalCmd(dst, scriptRUnlock, eval, t.relKeys, nil, value, channel, n.shardArg)
-	case t.plainSingle() && n.cluster == nil:
-		return evalCmd(dst, scriptReleasePlain, eval, t.relKeys, nil, value, channel)
-	}
-	return evalCmd(dst, t.lua(scriptRelease, scriptSemRelease), eval, t.relKeys, chans, value, t.ownerArg, n.shardArg)
-}
-
-// evalExtend builds the extend command of the target's hold with the given
-// value, in dst's backing array when it fits: extend.lua for a lock
-// (semextend.lua for a permit), rextend.lua for a reader.
-func (t *target) evalExtend(dst []any, eval bool, value any, ttl time.Duration) *redis.Cmd {
-	if t.reader {
-		return evalCmd(dst, scriptRExtend, eval, t.kargs, nil, value, ttl.Milliseconds())
-	}
-	return evalCmd(dst, t.lua(scriptExtend, scriptSemExtend), eval, t.kargs, nil, value, t.ownerArg, ttl.Milliseconds())
-}
-
-// evalFence builds fence.lua's command, which writes fence back on the
-// target's counters while the node holds value.
-func (t *target) evalFence(eval bool, value string, fence int64) *redis.Cmd {
-	return evalCmd(nil, scriptFence, eval, t.skargs, nil, value, t.ownerArg, fence, len(t.rkeys))
+// readerMark is the command that sets a waiting reader's marker: "r", set
+// only where no marker is, so that it never hides a waiting writer.
+func readerMark(marker string, ttlArg any) []any {
+	return []any{"set", marker, "r", "px", ttlArg, "nx"}
 }

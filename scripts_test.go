@@ -13,8 +13,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-
-	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
 // TestScriptsSetExpiryOnlyThroughPrelude checks the expiry rule of
@@ -140,26 +138,27 @@ func runEveryScript(t *testing.T, rc *redis.Client) {
 	for _, shardArg := range []any{"0", "1"} {
 		n := &node{shardArg: shardArg} // not a cluster node: one plain key uses releaseplain.lua
 		flavours := []struct {
-			name string
-			t    *target
-			acq  int64 // the acquire's reply
+			name    string
+			fl      *flavour
+			rkeys   []string
+			owner   string
+			fencing bool
+			acq     int64 // the acquire's reply
 		}{
-			{"plain", &target{rkeys: []string{"run:plain"}}, 1},
-			{"multi", &target{rkeys: []string{"{run}a", "{run}b"}}, 1},
-			{"owner", &target{rkeys: []string{"run:owner"}, owner: "o"}, 1},
-			{"fenced", &target{rkeys: []string{"run:fenced"}, fence: []string{keyspace.Fence("run:fenced")}}, -2},
-			{"reader", &target{rkeys: []string{"run:reader"}, reader: true}, 1},
-			{"permit", &target{rkeys: []string{"run:permit"}, permits: 2}, 1},
+			{"plain", plainFlavour, []string{"run:plain"}, "", false, 1},
+			{"multi", plainFlavour, []string{"{run}a", "{run}b"}, "", false, 1},
+			{"owner", ownerFlavour, []string{"run:owner"}, "o", false, 1},
+			{"fenced", plainFlavour, []string{"run:fenced"}, "", true, -2},
+			{"reader", readerFlavour, []string{"run:reader"}, "", false, 1},
+			{"permit", permitFlavour(2), []string{"run:permit"}, "", false, 1},
 		}
 		for _, f := range flavours {
 			t.Run(fmt.Sprintf("%s/sharded=%s", f.name, shardArg), func(t *testing.T) {
-				tg := f.t
-				tg.id = "0b7e2f9c-5a61-4a3e-9d1b-2c4f6e8a0b1d"
-				tg.box()
+				tg := newTarget(f.fl, f.rkeys, "0b7e2f9c-5a61-4a3e-9d1b-2c4f6e8a0b1d", f.owner, f.fencing, 1)
 				first, second := attemptToken(tg.id, 0, ""), attemptToken(tg.id, 1, "")
 				// A waiter marked the keys, so that a release announces.
 				for _, m := range tg.waiting {
-					require.NoError(t, rc.Do(ctx, markArgs(tg, m, ttlArg)...).Err())
+					require.NoError(t, rc.Do(ctx, tg.fl.mark(m, ttlArg)...).Err())
 				}
 				ps := rc.Subscribe(ctx, tg.chans...)
 				defer ps.Close()

@@ -34,11 +34,11 @@ var ErrPermitsMismatch = errors.New("redlock: semaphore permits disagree")
 // the reference layout) or a hash (an owner lock) gives no permit, and a
 // lock is never taken where the key holds a semaphore's sorted set.
 type Semaphore struct {
-	c       *Client
-	key     string
-	permits int
-	quorum  int
-	opts    []LockOption
+	c      *Client
+	key    string
+	quorum int
+	fl     *flavour // its permits' flavour, which holds the permits
+	opts   []LockOption
 }
 
 // Semaphore returns a counting semaphore of permits permits on key. The
@@ -51,12 +51,12 @@ func (c *Client) Semaphore(key string, permits int, opts ...LockOption) (*Semaph
 	if permits < 1 {
 		return nil, fmt.Errorf("%w: permits must be at least 1, got %d", ErrInvalidOption, permits)
 	}
-	s := &Semaphore{c: c, key: key, permits: permits, opts: slices.Clone(opts)}
+	s := &Semaphore{c: c, key: key, fl: permitFlavour(permits), opts: slices.Clone(opts)}
 	cfg, err := c.config(s.opts)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.target(cfg); err != nil {
+	if _, err := c.target([]string{key}, cfg, s.fl); err != nil {
 		return nil, err
 	}
 	s.quorum = semaphoreQuorum(len(c.nodes), permits)
@@ -76,7 +76,7 @@ func (s *Semaphore) Key() string { return s.key }
 
 // Permits returns the number of permits: how many holders the semaphore
 // allows at once.
-func (s *Semaphore) Permits() int { return s.permits }
+func (s *Semaphore) Permits() int { return s.fl.permits }
 
 // Quorum returns the number of nodes that must give a permit:
 // floor(k·N/(k+1)) + 1 for k permits on N nodes. Any k+1 sets of that many
@@ -116,34 +116,28 @@ func (s *Semaphore) acquire(ctx context.Context, opts []LockOption, wait bool) (
 	if len(opts) > 0 {
 		all = append(slices.Clip(s.opts), opts...)
 	}
-	cfg, err := s.c.config(all)
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.target(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return s.c.acquireTarget(ctx, cfg, []string{s.key}, t, wait)
+	return s.c.acquire(ctx, []string{s.key}, all, wait, s.fl)
 }
 
-// target builds the target of one acquisition of a permit.
-func (s *Semaphore) target(cfg *config) (*target, error) {
+// checkPermit refuses the options a permit cannot have.
+func checkPermit(_ []string, cfg *config) error {
 	switch {
 	case cfg.fencing:
-		return nil, fmt.Errorf("%w: WithFencing is not supported for semaphores", ErrInvalidOption)
+		return fmt.Errorf("%w: WithFencing is not supported for semaphores", ErrInvalidOption)
 	case cfg.owner != "":
-		return nil, fmt.Errorf("%w: WithOwner is not supported for semaphores", ErrInvalidOption)
+		return fmt.Errorf("%w: WithOwner is not supported for semaphores", ErrInvalidOption)
 	}
-	t, err := s.c.target([]string{s.key}, cfg, false)
-	if err != nil {
-		return nil, err
+	return nil
+}
+
+// permitQuorum is the quorum of a permit of a semaphore of permits permits
+// (see semaphoreQuorum), or the lock's majority under the
+// majoritySemaphore test hook.
+func permitQuorum(c *Client, permits int) int {
+	if c.hooks.majoritySemaphore {
+		return c.quorum
 	}
-	t.permits, t.quorum = s.permits, semaphoreQuorum(len(s.c.nodes), s.permits)
-	if s.c.hooks.majoritySemaphore {
-		t.quorum = s.c.quorum
-	}
-	return t, nil
+	return semaphoreQuorum(len(c.nodes), permits)
 }
 
 // permitsPrefix starts semacquire.lua's error reply when the key's live
@@ -154,9 +148,9 @@ const permitsPrefix = "PERMITS "
 // permits, as minus its score.
 const permitsMember = "#permits"
 
-// permitsErr turns semacquire.lua's permits error into one that matches
-// ErrPermitsMismatch and names both numbers; other errors are returned as
-// they are.
+// permitsErr is the permit flavour's acquireErr: it turns semacquire.lua's
+// permits error into one that matches ErrPermitsMismatch and names both
+// numbers; other errors are returned as they are.
 func permitsErr(t *target, err error) error {
 	if !redis.HasErrorPrefix(err, strings.TrimSpace(permitsPrefix)) {
 		return err
@@ -170,10 +164,12 @@ func permitsErr(t *target, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: key %q is held with %d permits, this semaphore has %d",
-		ErrPermitsMismatch, t.rkeys[0], theirs, t.permits)
+		ErrPermitsMismatch, t.rkeys[0], theirs, t.fl.permits)
 }
 
 // permitsRefused reports whether a node refused for disagreeing permits.
+// Only a permit's vote can carry ErrPermitsMismatch (see permitsErr), so
+// it never finds one in the votes of another flavour.
 func permitsRefused(votes []NodeVote) bool {
 	for _, v := range votes {
 		if errors.Is(v.Err, ErrPermitsMismatch) {

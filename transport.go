@@ -661,7 +661,7 @@ func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// deletes the marker and is announced, and one before them leaves the
 	// key free for the acquire. Either way the waiter hears of it.
 	for _, m := range j.mark {
-		cmds = append(cmds, redis.NewCmd(ctx, markArgs(t, m, j.ttlArg)...))
+		cmds = append(cmds, redis.NewCmd(ctx, t.fl.mark(m, j.ttlArg)...))
 	}
 	a := j.args[:0]
 	switch j.how {
@@ -748,8 +748,8 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 		}
 		val, err = j.cmd.Int64()
 	}
-	if j.t.permits > 0 && err != nil {
-		err = permitsErr(j.t, err)
+	if err != nil {
+		err = j.t.fl.acquireErr(j.t, err)
 	}
 	if j.cfg.guard {
 		if qerr := n.guard.observe(n, j.info.Val(), j.info.Err(), j.tm.Val(), j.tm.Err(), sent, recv, c.maxTTL(), j.cfg.driftFactor, c.log); qerr != nil && err == nil && val > 0 {
@@ -911,7 +911,7 @@ func (j *markJob) fail(error)          {}
 
 func (j *markJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	for _, m := range j.keys {
-		cmds = append(cmds, redis.NewCmd(context.Background(), markArgs(j.t, m, j.ttlArg)...))
+		cmds = append(cmds, redis.NewCmd(context.Background(), j.t.fl.mark(m, j.ttlArg)...))
 	}
 	return cmds
 }

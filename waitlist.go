@@ -84,9 +84,10 @@ type waiter struct {
 	// took effect on every node that could be asked.
 	ready   chan struct{}
 	unready int // guarded by waitlist.mu; channels not yet settled
-	// shared marks a reader (RLock): readers that wait in a row are woken
-	// together, since they can all hold the key at once. Set by join.
-	shared bool
+	// fl is the flavour of the waiting call: readers (a shared flavour)
+	// that wait in a row are woken together, since they can all hold the
+	// key at once.
+	fl *flavour
 }
 
 // nodeSub is the subscription connection to one node. Its control goroutine
@@ -130,17 +131,14 @@ func newWaitlist(c *Client) *waitlist {
 	return &waitlist{c: c, keys: make(map[string]*keyWaiters)}
 }
 
-// join adds a waiter for the keys, woken once quorum nodes announced a
-// release. The caller must call leave.
-func (w *waitlist) join(rkeys []string, shared bool, quorum int) *waiter {
+// join adds a waiter for the keys of t, woken once t's quorum of nodes
+// announced a release. The caller must call leave.
+func (w *waitlist) join(t *target) *waiter {
 	wt := &waiter{
-		chans:  make([]string, len(rkeys)),
-		wake:   make(chan struct{}, 1),
-		shared: shared,
-		ready:  make(chan struct{}),
-	}
-	for i, rk := range rkeys {
-		wt.chans[i] = releaseChannel(rk)
+		chans: t.chans, // never changed
+		wake:  make(chan struct{}, 1),
+		fl:    t.fl,
+		ready: make(chan struct{}),
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -157,7 +155,7 @@ func (w *waitlist) join(rkeys []string, shared bool, quorum int) *waiter {
 			w.keys[ch] = kw
 			w.sendLocked(subOp{subscribe: true, ch: ch})
 		}
-		kw.quorum = max(kw.quorum, quorum)
+		kw.quorum = max(kw.quorum, t.quorum)
 		kw.idle = time.Time{}
 		kw.queue = append(kw.queue, wt)
 		if kw.nsettled < len(kw.settled) {
@@ -193,19 +191,21 @@ func (w *waitlist) settle(ch string, node int) {
 	kw.pending = nil
 }
 
-// waiting reports whether a waiter of this Client waits on one of the keys.
+// waiting reports whether a waiter of this Client waits on one of t's
+// keys, that a call of t's flavour should queue behind.
 //
-// A writer (shared false) does not queue behind readers: it marks the key
-// at once, so that new readers wait behind it (writer preference).
-func (w *waitlist) waiting(rkeys []string, shared bool) bool {
+// A writer (a flavour that is not shared) does not queue behind readers: it
+// marks the key at once, so that new readers wait behind it (writer
+// preference).
+func (w *waitlist) waiting(t *target) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.keys) == 0 {
 		return false
 	}
-	for _, rk := range rkeys {
-		if kw := w.keys[releaseChannel(rk)]; kw != nil && len(kw.queue) > 0 {
-			if shared || slices.ContainsFunc(kw.queue, func(o *waiter) bool { return !o.shared }) {
+	for _, ch := range t.chans {
+		if kw := w.keys[ch]; kw != nil && len(kw.queue) > 0 {
+			if t.fl.shared || slices.ContainsFunc(kw.queue, func(o *waiter) bool { return !o.fl.shared }) {
 				return true
 			}
 		}
@@ -599,9 +599,9 @@ func wakeFirst(queue []*waiter) {
 	for i, wt := range queue {
 		select {
 		case wt.wake <- struct{}{}:
-			if wt.shared {
+			if wt.fl.shared {
 				for _, o := range queue[i+1:] {
-					if !o.shared {
+					if !o.fl.shared {
 						break
 					}
 					select {

@@ -1,0 +1,152 @@
+package redlock
+
+import "fmt"
+
+// This file is the table of flavours: the kinds of hold a target takes. A
+// flavour is chosen once, when the target is built (see Client.target):
+// Lock, TryLock, LockMulti and Do take a plain lock, or an owner lock with
+// WithOwner; RLock, TryRLock and RDo a reader; a Semaphore's Acquire and
+// TryAcquire a permit. Everything the kinds do differently is a field of
+// their flavour, so that the acquisition, release, extension, renewal and
+// waiting machinery asks the flavour, and never tests for a kind.
+//
+// Fencing is not a flavour: it is a property of the target (its fence
+// counters), which plain and owner locks may have.
+
+// flavour is one kind of hold. The plain, owner and reader flavours are the
+// package's values below; a permit's is made once per Semaphore, by
+// permitFlavour, since it carries the semaphore's permits. None is changed
+// once made: a target only points at one.
+type flavour struct {
+	// acquire, release and extend are the flavour's scripts, each with the
+	// builder of its KEYS and ARGV (see scripts.go).
+	acquire acquireScript
+	release releaseScript
+	// releaseOne is the release of a target of one key and no fence
+	// counter, on a node that is not a Redis Cluster node:
+	// releaseplain.lua for a plain lock, which costs what a plain
+	// compare-and-delete costs, and release for the others.
+	releaseOne releaseScript
+	extend     extendScript
+	// standard is set for the flavour whose key is a plain string, the
+	// wire layout of redsync and the reference clients: a target of one
+	// such key and no fence counter is taken with SET NX, and no script
+	// (see target.plainSingle).
+	standard bool
+
+	// quorum returns how many nodes of c every round of a hold of the
+	// flavour needs, given its permits.
+	quorum func(c *Client, permits int) int
+	// permits is a semaphore's number of permits, and 0 for the other
+	// flavours.
+	permits int
+	// acquireErr returns the error that a node's error reply to the
+	// acquire script gives the node's vote: a permit's names both numbers
+	// of a disagreement on the permits (see permitsErr).
+	acquireErr func(t *target, err error) error
+
+	// check refuses the keys and options the flavour cannot have, with an
+	// error that wraps ErrInvalidOption.
+	check func(keys []string, cfg *config) error
+	// owned is the flavour a call takes instead WithOwner: the owner lock,
+	// for a plain one. It is nil where check refuses WithOwner.
+	owned *flavour
+
+	// shared is set for the flavour whose holds share a key: readers. A
+	// waiting reader queues only behind waiting writers, and readers that
+	// wait in a row are woken together (see waitlist).
+	shared bool
+	// mark returns the command that sets a waiting marker of the flavour
+	// (see writerMark and readerMark).
+	mark func(marker string, ttlArg any) []any
+	// unmark is set when a waiting call that gives up deletes the markers
+	// it set (see acquisition.unmark): a writer's marker holds new readers
+	// back, and must not outlive its wait.
+	unmark bool
+}
+
+var (
+	// plainFlavour is a plain lock: one string per key, holding the
+	// attempt's value, as redsync and the reference clients keep it.
+	plainFlavour = &flavour{
+		acquire:    acquireScript{scriptAcquire, lockAcquireArgs},
+		release:    releaseScript{scriptRelease, lockReleaseArgs},
+		releaseOne: releaseScript{scriptReleasePlain, releasePlainArgs},
+		extend:     extendScript{scriptExtend, lockExtendArgs},
+		standard:   true,
+		quorum:     majority,
+		acquireErr: keepErr,
+		check:      checkNothing,
+		owned:      ownerFlavour,
+		mark:       writerMark,
+		unmark:     true,
+	}
+	// ownerFlavour is an owner (reentrant) lock, WithOwner: a hash per
+	// key, with one field per hold of the owner (see holds.lua).
+	ownerFlavour = &flavour{
+		acquire:    acquireScript{scriptAcquire, lockAcquireArgs},
+		release:    releaseScript{scriptRelease, lockReleaseArgs},
+		releaseOne: releaseScript{scriptRelease, lockReleaseArgs},
+		extend:     extendScript{scriptExtend, lockExtendArgs},
+		quorum:     majority,
+		acquireErr: keepErr,
+		check:      checkOwner,
+		mark:       writerMark,
+		unmark:     true,
+	}
+	// readerFlavour is a shared hold of RLock (see rwlock.go).
+	readerFlavour = &flavour{
+		acquire:    acquireScript{scriptRLock, rlockArgs},
+		release:    releaseScript{scriptRUnlock, runlockArgs},
+		releaseOne: releaseScript{scriptRUnlock, runlockArgs},
+		extend:     extendScript{scriptRExtend, rextendArgs},
+		quorum:     readQuorum,
+		acquireErr: keepErr,
+		check:      checkReader,
+		shared:     true,
+		mark:       readerMark,
+	}
+)
+
+// permitFlavour returns the flavour of a permit of a semaphore of permits
+// permits (see semaphore.go). Client.Semaphore makes it once.
+func permitFlavour(permits int) *flavour {
+	return &flavour{
+		acquire:    acquireScript{scriptSemAcquire, semAcquireArgs},
+		release:    releaseScript{scriptSemRelease, lockReleaseArgs},
+		releaseOne: releaseScript{scriptSemRelease, lockReleaseArgs},
+		extend:     extendScript{scriptSemExtend, lockExtendArgs},
+		quorum:     permitQuorum,
+		permits:    permits,
+		acquireErr: permitsErr,
+		check:      checkPermit,
+		mark:       writerMark,
+		unmark:     true,
+	}
+}
+
+// with returns the flavour of a call of f under cfg: WithOwner makes a
+// plain lock an owner lock.
+func (f *flavour) with(cfg *config) *flavour {
+	if cfg.owner != "" && f.owned != nil {
+		return f.owned
+	}
+	return f
+}
+
+// majority is the quorum of a lock: the Client's N/2+1.
+func majority(c *Client, _ int) int { return c.quorum }
+
+// keepErr gives a vote the node's error as it is.
+func keepErr(_ *target, err error) error { return err }
+
+// checkNothing refuses nothing: a plain lock takes every option.
+func checkNothing([]string, *config) error { return nil }
+
+// checkOwner refuses the keys an owner lock cannot have.
+func checkOwner(keys []string, _ *config) error {
+	if len(keys) > 1 {
+		return fmt.Errorf("%w: WithOwner locks one key; a multi-key lock cannot be reentrant", ErrInvalidOption)
+	}
+	return nil
+}
