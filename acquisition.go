@@ -35,6 +35,10 @@ type acquisition struct {
 	cfg  *config
 	keys []string // as given
 	t    *target
+	// ttl is the TTL every attempt asks for, and ttlArg the same in
+	// milliseconds, boxed once for every request.
+	ttl    time.Duration
+	ttlArg any
 	// made counts the attempts so far. Only the calling goroutine uses it.
 	made int
 	// waiting holds the markers of the keys once the call waits for their
@@ -55,11 +59,25 @@ type acquisition struct {
 	// a hung node holds: one request per waiting Lock call, not one per
 	// attempt until go-redis gives up. Guarded by mu.
 	busy []int
+
+	// mem backs busy when there are few enough nodes.
+	mem [inlineNodes]int
 }
 
 // newAcquisition starts an acquisition of the target.
 func (c *Client) newAcquisition(cfg *config, keys []string, t *target) *acquisition {
-	return &acquisition{c: c, cfg: cfg, keys: keys, t: t, busy: make([]int, len(c.nodes))}
+	a := &acquisition{c: c, cfg: cfg, keys: keys, t: t, ttl: cfg.acquireTTL()}
+	if ms := a.ttl.Milliseconds(); c.ttlArg == ms {
+		a.ttlArg = c.ttlArg // the usual TTL, boxed once for the Client
+	} else {
+		a.ttlArg = ms
+	}
+	if n := len(c.nodes); n <= inlineNodes {
+		a.busy = a.mem[:n]
+	} else {
+		a.busy = make([]int, n)
+	}
+	return a
 }
 
 // errNoAcquire is the write-back vote of a node whose acquire did not say
@@ -76,42 +94,63 @@ const (
 )
 
 // attempt is one attempt of an acquisition: its acquire round, and with
-// fencing its write-back round. Its fields after value are guarded by the
+// fencing its write-back round. Its fields from state on are guarded by the
 // acquisition's mu.
 type attempt struct {
 	a     *acquisition
 	value token
+	// skipped marks the nodes that the attempt's current round does not
+	// send to: each round sets it before it starts, on the calling
+	// goroutine, which alone uses it.
+	skipped []bool
+	// marks is set when the attempt's acquire requests set the waiting
+	// markers of the keys (t.waiting) first. It is set before they go out.
+	marks bool
 
 	state attemptState
-	lock  *Lock // once won
 	// unlocking is set when Unlock (or a release at Close) begins.
 	unlocking bool
+	lock      *Lock // once won
 	// inflight counts, per node, this attempt's acquire and write-back
 	// requests that have not returned. The attempt's own release waits for
 	// them, so that it never overtakes the write it undoes.
 	inflight []int
-	// mayHold marks the nodes that may hold the value: a request was sent
-	// and did not come back with a plain no.
-	mayHold []bool
-	// deferred marks the nodes whose rollback was left to the late
-	// handler: a request was still in flight when it was due.
-	deferred []bool
+	// nodes is what the attempt knows of each node.
+	nodes []attemptNode
 	// parked holds, per node, Unlock's release that waits for a request of
 	// the attempt still in flight there; the late handler sends it once the
-	// node is idle. Made on first use.
+	// node is idle. Made on first use when there are more than inlineNodes.
 	parked []*releaseJob
-	// released marks the nodes a release of the value was sent to (or is
-	// about to be): each node gets at most one.
-	released []bool
 	// idle, when a write-back waits for a node's acquire reply, is closed
 	// (and cleared) when a request of the attempt returns. Made on first
 	// use: most attempts have nobody waiting.
 	idle chan struct{}
-	// answered marks the nodes whose acquire reply has come, and acquired
-	// those among them that said yes: the write-back to a node waits for
-	// its acquire reply.
-	answered []bool
-	acquired []bool
+
+	// mem backs the per-node slices when there are few enough nodes, so
+	// that an attempt costs one allocation for them all.
+	mem struct {
+		inflight [inlineNodes]int
+		parked   [inlineNodes]*releaseJob
+		nodes    [inlineNodes]attemptNode
+		skipped  [inlineNodes]bool
+	}
+}
+
+// attemptNode is what an attempt knows of one node.
+type attemptNode struct {
+	// mayHold is set when the node may hold the value: a request was sent
+	// and did not come back with a plain no.
+	mayHold bool
+	// deferred is set when the node's rollback was left to the late
+	// handler: a request was still in flight when it was due.
+	deferred bool
+	// released is set when a release of the value was sent to the node
+	// (or is about to be): each node gets at most one.
+	released bool
+	// answered is set when the node's acquire reply has come, and acquired
+	// when it said yes: the write-back to a node waits for its acquire
+	// reply.
+	answered, acquired bool
 }
 
 // token is what one attempt writes on the nodes.
@@ -165,22 +204,18 @@ func (tk token) earlier(v string) bool {
 
 func (a *acquisition) newAttempt() *attempt {
 	n := len(a.c.nodes)
-	flags := make([]bool, 5*n)
-	tk := attemptToken(a.t.id, a.made, a.cfg.label)
+	at := &attempt{a: a, value: attemptToken(a.t.id, a.made, a.cfg.label)}
 	if a.c.hooks.sharedValue {
-		tk = attemptToken(a.t.id, 0, a.cfg.label)
+		at.value = attemptToken(a.t.id, 0, a.cfg.label)
 	}
 	a.made++
-	return &attempt{
-		a:        a,
-		value:    tk,
-		inflight: make([]int, n),
-		mayHold:  flags[:n],
-		deferred: flags[n : 2*n],
-		released: flags[2*n : 3*n],
-		answered: flags[3*n : 4*n],
-		acquired: flags[4*n:],
+	if n <= inlineNodes {
+		at.inflight, at.parked = at.mem.inflight[:n], at.mem.parked[:n]
+		at.nodes, at.skipped = at.mem.nodes[:n], at.mem.skipped[:n]
+	} else {
+		at.inflight, at.nodes, at.skipped = make([]int, n), make([]attemptNode, n), make([]bool, n)
 	}
+	return at
 }
 
 // attempt runs one attempt: the acquire round, and with fencing the
@@ -188,23 +223,24 @@ func (a *acquisition) newAttempt() *attempt {
 func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	c, cfg, t := a.c, a.cfg, a.t
 	at := a.newAttempt()
-	ttl := cfg.acquireTTL()
-	var ttlArg any = ttl.Milliseconds()
+	ttl, ttlArg := a.ttl, a.ttlArg
+	at.marks = a.waiting != nil && !a.woken
+	a.woken = false
 	// One allocation for the round's jobs: each node gets its own.
 	jobs := make([]acquireJob, len(c.nodes))
-	mark := a.waiting
-	if a.woken {
-		mark, a.woken = nil, false
-	}
+	at.reserve()
 	o := c.fanout(ctx, &spec{
 		op:      OpLock,
 		quorum:  t.quorum,
 		timeout: cfg.nodeTimeout,
 		life:    cfg.releaseTimeout(),
-		skip:    at.reserve(func(int) bool { return true }),
+		skip:    func(i int) error { return at.skip(i, ErrInFlight) },
+		leg:     func(i int) *leg { return &jobs[i].leg },
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
-			*j = acquireJob{leg: *lg, t: t, tk: &at.value, ttl: ttl, ttlArg: ttlArg, cfg: cfg, how: lg.n.acquireHow(t, at.value, &c.hooks), mark: mark, replicaWait: newReplicaWait(cfg, t)}
+			j.sent.at = at
+			j.how = lg.n.acquireHow(t, at.value, &c.hooks)
+			j.replicaWait = newReplicaWait(cfg, t)
 			lg.n.pipe.submit(j)
 		},
 	})
@@ -214,7 +250,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		// keys there all the same, so that a release is announced by as
 		// many nodes as hold it.
 		for i, v := range o.votes {
-			if v.Err == ErrInFlight {
+			if v.err == ErrInFlight {
 				a.mark(i, ttlArg)
 			}
 		}
@@ -229,7 +265,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	if o.yes >= t.quorum && o.ctxErr == nil && !ok {
 		reason = "no validity left"
 	}
-	if ok && permitsRefused(o.votes) {
+	if ok && o.anyErr(ErrPermitsMismatch) {
 		// A node's holders count other permits: neither bound holds.
 		ok, reason = false, "semaphore permits disagree"
 	}
@@ -238,8 +274,9 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	// still deciding, so that the fence write-back sees them; the yes
 	// votes among them become held nodes when the attempt wins, and the
 	// rollback releases them when it loses.
-	for _, rp := range o.finish(at.lateAcquire) {
-		at.lateAcquire(rp)
+	late := (*acquireLate)(at)
+	for _, rp := range o.finish(late) {
+		late.lateReply(rp)
 	}
 
 	var fence int64
@@ -248,14 +285,14 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		// handed out only once a quorum has raised its counters to it, so
 		// that every later quorum, which must meet this one, counts past
 		// it.
-		for i, v := range st.Nodes {
-			if v.Vote == VoteYes {
+		for i, v := range o.votes {
+			if v.v == VoteYes {
 				fence = max(fence, o.vals[i])
 			}
 		}
 		if !c.hooks.noFenceWriteBack {
 			var ctxErr error
-			if ok, ctxErr = at.writeFence(ctx, fence, o.start, ttl, &st); !ok {
+			if ok, ctxErr = at.writeFence(ctx, fence, o.start(), ttl, &st); !ok {
 				reason = "fence not written back to a quorum"
 				if ctxErr != nil {
 					o.ctxErr = ctxErr
@@ -269,45 +306,48 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 			c:        c,
 			att:      at,
 			cfg:      cfg,
-			keys:     a.keys,
 			t:        t,
 			fence:    uint64(fence),
-			acquired: o.start,
-			done:     make(chan struct{}),
-			until:    o.start.Add(ttl - st.Drift),
+			acquired: o.start(),
+			until:    o.start().Add(ttl - st.Drift),
 			ttl:      cfg.ttl,
 			held:     make([]bool, len(c.nodes)),
 			stats:    st,
+			statsOf:  o,
 		}
 		if cfg.maxHold > 0 {
-			l.holdEnd = o.start.Add(cfg.maxHold)
 			l.capped = ttl < cfg.ttl
 		}
 		a.mu.Lock()
 		// Every yes so far, in the round or after it: from now on the
 		// late handler marks the later ones.
-		copy(l.held, at.acquired)
+		for i, nd := range at.nodes {
+			l.held[i] = nd.acquired
+		}
 		at.state, at.lock = won, l
 		a.mu.Unlock()
-		c.observeAttempt(st, nil)
+		if c.observer != nil {
+			c.observeAttempt(o.withNodes(c, st), nil)
+		}
 		return l, nil
 	}
 
 	a.mu.Lock()
 	at.state = lost
 	a.mu.Unlock()
-	if a.waiting != nil && mark == nil {
+	if a.waiting != nil && !at.marks {
 		// Woken, and beaten to the keys: mark them where the winner
 		// holds them. A release before the marks land is not announced;
 		// the retry delay covers that narrow window.
-		for i, v := range st.Nodes {
-			if v.Vote == VoteNo {
+		for i, v := range o.votes {
+			if v.v == VoteNo {
 				a.mark(i, ttlArg)
 			}
 		}
 	}
 	at.rollback(ctx)
-	qerr := &QuorumError{Stats: st, Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
+	qerr := &QuorumError{Stats: o.withNodes(c, st), Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
+	st = qerr.Stats
 	c.observeAttempt(st, qerr)
 	return nil, qerr
 }
@@ -322,12 +362,11 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time, ttl time.Duration, st *Stats) (bool, error) {
 	a := at.a
 	c, t := a.c, a.t
-	skip := make([]error, len(c.nodes))
 	a.mu.Lock()
-	for i := range skip {
-		if !at.mayHold[i] {
+	for i := range at.skipped {
+		at.skipped[i] = !at.nodes[i].mayHold
+		if at.skipped[i] {
 			// Not asked, or it said no: nothing of ours to raise there.
-			skip[i] = errNotAsked
 			continue
 		}
 		// Only this attempt's acquire can keep the node busy: the attempt
@@ -341,7 +380,7 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 		quorum:  t.quorum,
 		timeout: a.cfg.nodeTimeout,
 		life:    a.cfg.releaseTimeout(),
-		skip:    func(i int) error { return skip[i] },
+		skip:    func(i int) error { return at.skip(i, errNotAsked) },
 		start: func(ctx context.Context, lg *leg) {
 			send := func(yes bool) {
 				if !yes {
@@ -367,10 +406,10 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 		},
 	})
 	at.gathered(o, false)
-	for _, rp := range o.finish(at.late) {
-		at.late(rp)
+	for _, rp := range o.finish(at) {
+		at.lateReply(rp)
 	}
-	st.Elapsed = o.end.Sub(start)
+	st.Elapsed = o.ended().Sub(start)
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 	return o.yes >= t.quorum && st.Validity > 0 && o.ctxErr == nil, o.ctxErr
 }
@@ -380,7 +419,7 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 func (at *attempt) acquireReply(i int) (answered, yes bool) {
 	at.a.mu.Lock()
 	defer at.a.mu.Unlock()
-	return at.answered[i], at.acquired[i]
+	return at.nodes[i].answered, at.nodes[i].acquired
 }
 
 // awaitAcquired waits for node i's acquire reply, and reports whether it
@@ -389,7 +428,7 @@ func (at *attempt) awaitAcquired(ctx context.Context, i int) bool {
 	a := at.a
 	for {
 		a.mu.Lock()
-		answered, yes := at.answered[i], at.acquired[i]
+		answered, yes := at.nodes[i].answered, at.nodes[i].acquired
 		if at.idle == nil {
 			at.idle = make(chan struct{})
 		}
@@ -406,27 +445,31 @@ func (at *attempt) awaitAcquired(ctx context.Context, i int) bool {
 	}
 }
 
-// reserve marks busy the chosen nodes that have no request of this
-// acquisition in flight, and returns the skip function of a spec: it keeps
-// the round off the other nodes.
-func (at *attempt) reserve(on func(i int) bool) func(i int) error {
+// reserve marks busy the nodes that have no request of this acquisition in
+// flight, for the attempt's acquire round, and marks the others skipped: a
+// node busy with an earlier attempt is not asked.
+func (at *attempt) reserve() {
 	a := at.a
-	skip := make([]error, len(a.busy))
 	a.mu.Lock()
 	for i := range a.busy {
-		switch {
-		case !on(i):
-			skip[i] = errNotAsked
-		case a.busy[i] > 0:
-			skip[i] = ErrInFlight
-		default:
-			a.busy[i]++
-			at.inflight[i]++
-			at.mayHold[i] = true
+		at.skipped[i] = a.busy[i] > 0
+		if at.skipped[i] {
+			continue
 		}
+		a.busy[i]++
+		at.inflight[i]++
+		at.nodes[i].mayHold = true
 	}
 	a.mu.Unlock()
-	return func(i int) error { return skip[i] }
+}
+
+// skip is the skip function of the attempt's current round: why, for the
+// nodes it skips.
+func (at *attempt) skip(i int, why error) error {
+	if at.skipped[i] {
+		return why
+	}
+	return nil
 }
 
 // gathered frees the nodes whose replies a round of the attempt gathered in
@@ -442,11 +485,11 @@ func (at *attempt) gathered(o *outcome, acquire bool) {
 		}
 		a.busy[i]--
 		at.inflight[i]--
-		if o.votes[i].Vote == VoteNo {
-			at.mayHold[i] = false
+		if o.votes[i].v == VoteNo {
+			at.nodes[i].mayHold = false
 		}
 		if acquire {
-			at.answered[i], at.acquired[i] = true, o.votes[i].Vote == VoteYes
+			at.nodes[i].answered, at.nodes[i].acquired = true, o.votes[i].v == VoteYes
 		}
 	}
 	at.wakeLocked()
@@ -462,8 +505,9 @@ func (at *attempt) wakeLocked() {
 	}
 }
 
-// late handles a reply of the attempt's acquire or write-back round that
-// came after the round was gathered.
+// lateReply handles a reply of the attempt's write-back round that came
+// after the round was gathered; acquireLate does the same for its acquire
+// round.
 //
 // While the attempt is being decided or has won, it only counts the reply,
 // and remembers a yes of a won attempt for diagnostics. Once the node has
@@ -472,10 +516,12 @@ func (at *attempt) wakeLocked() {
 // parked there. A late yes, or an error that may hide one,
 // is thus never left behind, and a release is never sent ahead of the write
 // it undoes.
-func (at *attempt) late(rp reply) { at.handleLate(rp, false) }
+func (at *attempt) lateReply(rp reply) { at.handleLate(rp, false) }
 
-// lateAcquire is late for the acquire round's replies.
-func (at *attempt) lateAcquire(rp reply) { at.handleLate(rp, true) }
+// acquireLate is the late handler of an attempt's acquire round.
+type acquireLate attempt
+
+func (h *acquireLate) lateReply(rp reply) { (*attempt)(h).handleLate(rp, true) }
 
 func (at *attempt) handleLate(rp reply, acquire bool) {
 	a := at.a
@@ -484,14 +530,14 @@ func (at *attempt) handleLate(rp reply, acquire bool) {
 	a.busy[i]--
 	at.inflight[i]--
 	if acquire {
-		at.answered[i], at.acquired[i] = true, rp.yes()
+		at.nodes[i].answered, at.nodes[i].acquired = true, rp.yes()
 	}
 	at.wakeLocked()
 	switch {
 	case rp.err == nil && rp.val == 0:
-		at.mayHold[i] = false // a plain no: our value is not there
+		at.nodes[i].mayHold = false // a plain no: our value is not there
 	case acquire:
-		at.mayHold[i] = true // a yes, or an error that may hide one
+		at.nodes[i].mayHold = true // a yes, or an error that may hide one
 	}
 	l := at.lock
 	markHeld := at.state == won && !at.unlocking && rp.yes()
@@ -509,8 +555,11 @@ func (at *attempt) handleLate(rp reply, acquire bool) {
 	}
 	if parked != nil {
 		// The node is idle now: Unlock's release goes out, with the time
-		// it would have had from here had it been sent now.
-		parked.end = later(parked.end, time.Now().Add(a.cfg.releaseTimeout()))
+		// it would have had from here had it been sent now. Nothing else
+		// reads the job until it is submitted.
+		if due := time.Now().Add(a.cfg.releaseTimeout()); due.After(parked.sendBy()) {
+			parked.extra = due.Sub(parked.end)
+		}
 		parked.n.pipe.submit(parked)
 	}
 }
@@ -519,10 +568,10 @@ func (at *attempt) handleLate(rp reply, acquire bool) {
 // attempt's value on node i now, and claims the node if so. a.mu must be
 // held.
 func (at *attempt) claimLocked(i int) bool {
-	if at.inflight[i] > 0 || !at.deferred[i] || at.released[i] || at.state != lost || !at.mayHold[i] {
+	if at.inflight[i] > 0 || !at.nodes[i].deferred || at.nodes[i].released || at.state != lost || !at.nodes[i].mayHold {
 		return false
 	}
-	at.released[i] = true
+	at.nodes[i].released = true
 	at.a.busy[i]++
 	return true
 }
@@ -533,12 +582,15 @@ func (at *attempt) claimLocked(i int) bool {
 func (at *attempt) rollbackOn(i int) {
 	a := at.a
 	n := a.c.nodes[i]
-	n.pipe.submit(&releaseJob{
-		leg:   leg{c: a.c, n: n, end: time.Now().Add(a.cfg.releaseTimeout())},
-		t:     a.t,
-		value: &at.value,
-		acq:   a,
-	})
+	// The job has no round to report to: this one, never fanned out, only
+	// gives it its deadline.
+	p := &struct {
+		r round
+		j releaseJob
+	}{r: round{end: time.Now().Add(a.cfg.releaseTimeout())}}
+	p.j.leg, p.j.free = leg{round: &p.r, n: n}, true
+	p.j.sent.at = at
+	n.pipe.submit(&p.j)
 }
 
 // rollback tells every node that may hold the value of a lost attempt to
@@ -552,52 +604,40 @@ func (at *attempt) rollbackOn(i int) {
 // cleans up.
 func (at *attempt) rollback(ctx context.Context) {
 	a := at.a
-	on := make([]bool, len(a.busy))
 	a.mu.Lock()
-	for i := range on {
+	for i := range at.skipped {
+		at.skipped[i] = true
 		switch {
-		case !at.mayHold[i] || at.released[i]:
+		case !at.nodes[i].mayHold || at.nodes[i].released:
 		case at.inflight[i] > 0:
-			at.deferred[i] = true
+			at.nodes[i].deferred = true
 		default:
-			on[i] = true
-			at.released[i] = true
+			// A release goes out even to a node busy with another
+			// attempt: it deletes only its own value.
+			at.skipped[i] = false
+			at.nodes[i].released = true
+			a.busy[i]++
 		}
 	}
 	a.mu.Unlock()
+	jobs := make([]releaseJob, len(a.c.nodes))
 	o := a.c.fanout(context.WithoutCancel(ctx), &spec{
 		op:      opRollback,
 		timeout: a.cfg.nodeTimeout,
 		life:    a.cfg.releaseTimeout(),
 		waitAll: true,
-		skip:    a.reserveRelease(on),
+		skip:    func(i int) error { return at.skip(i, errNotAsked) },
+		leg:     func(i int) *leg { return &jobs[i].leg },
 		start: func(_ context.Context, lg *leg) {
-			lg.n.pipe.submit(&releaseJob{leg: *lg, t: a.t, value: &at.value})
+			j := &jobs[lg.n.index]
+			j.sent.at = at
+			lg.n.pipe.submit(j)
 		},
 	})
 	a.freeRound(o)
 	// A rollback that answers late only has to free its node.
-	for _, rp := range o.finish(a.freeLate) {
-		a.freeLate(rp)
-	}
-}
-
-// reserveRelease marks busy the chosen nodes for a release round, and
-// returns the skip function of its spec. A release goes out even to a node
-// busy with another attempt: it deletes only its own value.
-func (a *acquisition) reserveRelease(on []bool) func(i int) error {
-	a.mu.Lock()
-	for i, ok := range on {
-		if ok {
-			a.busy[i]++
-		}
-	}
-	a.mu.Unlock()
-	return func(i int) error {
-		if !on[i] {
-			return errNotAsked
-		}
-		return nil
+	for _, rp := range o.finish(a) {
+		a.lateReply(rp)
 	}
 }
 
@@ -613,8 +653,8 @@ func (a *acquisition) freeRound(o *outcome) {
 	a.mu.Unlock()
 }
 
-// freeLate frees the node of a release reply that came after its round.
-func (a *acquisition) freeLate(rp reply) {
+// lateReply frees the node of a rollback reply that came after its round.
+func (a *acquisition) lateReply(rp reply) {
 	a.mu.Lock()
 	a.busy[rp.i]--
 	a.mu.Unlock()
@@ -647,17 +687,17 @@ func (at *attempt) claimRelease(i int, j *releaseJob) releaseClaim {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
-	case at.released[i]:
+	case at.nodes[i].released:
 		return releaseTaken
 	case at.inflight[i] > 0:
 		if at.parked == nil {
 			at.parked = make([]*releaseJob, len(at.inflight))
 		}
-		at.released[i] = true
+		at.nodes[i].released = true
 		at.parked[i] = j
 		return releaseParked
 	}
-	at.released[i] = true
+	at.nodes[i].released = true
 	return releaseNow
 }
 

@@ -100,7 +100,8 @@ func newTarget(fl *flavour, rkeys []string, id, owner string, fencing bool, quor
 // arguments.
 func (t *target) box() {
 	n := len(t.rkeys)
-	t.waiting, t.chans = make([]string, n), make([]string, n)
+	names := make([]string, 2*n)
+	t.waiting, t.chans = names[:n:n], names[n:]
 	for i, rk := range t.rkeys {
 		t.waiting[i], t.chans[i] = keyspace.Waiting(rk), keyspace.Channel(rk)
 	}
@@ -109,9 +110,10 @@ func (t *target) box() {
 	for i, k := range keys {
 		boxed[i] = k
 	}
+	// The lock keys are the first of keys: boxed once, for both.
 	rel := boxed[len(keys) : len(keys)+2*n]
 	for i := range n {
-		rel[i], rel[n+i] = t.rkeys[i], t.waiting[i]
+		rel[i], rel[n+i] = boxed[i], t.waiting[i]
 		boxed[len(keys)+2*n+i] = t.chans[i]
 	}
 	// Each capped, so that no append to one writes over the next.

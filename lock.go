@@ -16,24 +16,33 @@ import (
 // It must not be copied.
 type Lock struct {
 	c        *Client
-	att      *attempt // the attempt that won it
+	att      *attempt // the attempt that won it; att.a.keys are its keys, as given
 	cfg      *config
-	keys     []string // as given
 	t        *target
 	fence    uint64
-	acquired time.Time     // start of the round that acquired it
-	holdEnd  time.Time     // acquired + max hold; zero when uncapped
-	done     chan struct{} // closed when the lock ends
+	acquired time.Time // start of the round that acquired it
 
-	mu       sync.Mutex
-	until    time.Time     // guarded by mu
-	ttl      time.Duration // guarded by mu; the TTL of extensions, see Extend
-	held     []bool        // guarded by mu; nodes known to have said yes
-	released bool          // guarded by mu; Unlock was called
-	stats    Stats         // guarded by mu; the last round
-	err      error         // guarded by mu; why it ended, nil while held
+	mu sync.Mutex
+	// until stops moving once the lock has ended or its release began:
+	// extensions only move it while err is nil, and a lock released at
+	// Close was never handed out.
+	until time.Time     // guarded by mu
+	ttl   time.Duration // guarded by mu; the TTL of extensions, see Extend
+	held  []bool        // guarded by mu; nodes known to have said yes
+	stats Stats         // guarded by mu; the last round, without Nodes
+	// statsOf is the outcome of that round, which Stats makes its Nodes
+	// from; guarded by mu.
+	statsOf *outcome
+	err     error // guarded by mu; why it ended, nil while held
+	// done is made by the first call of Done, and closed when the lock
+	// ends: most holders never ask for it.
+	done     chan struct{} // guarded by mu
 	expiry   *time.Timer   // guarded by mu; fires at until
+	released bool          // guarded by mu; Unlock was called
 	capped   bool          // guarded by mu; the max hold cut a TTL
+	// doneShut is set once the lock has ended and its renewals are
+	// stopped: Done is closed from then on.
+	doneShut bool // guarded by mu
 
 	// renewal is the lock's place in the renewer's queue; guarded by the
 	// renewer's mu.
@@ -42,17 +51,18 @@ type Lock struct {
 
 // Key returns the key the lock was acquired on, without the key prefix. For
 // a multi-key lock it is the first of Keys.
-func (l *Lock) Key() string { return l.keys[0] }
+func (l *Lock) Key() string { return l.att.a.keys[0] }
 
 // Keys returns the keys the lock holds, as given, without the key prefix.
-func (l *Lock) Keys() []string { return slices.Clone(l.keys) }
+func (l *Lock) Keys() []string { return slices.Clone(l.att.a.keys) }
 
 // name is how errors and Stats name the lock: its keys, joined by commas.
 func (l *Lock) name() string {
-	if len(l.keys) == 1 {
-		return l.keys[0]
+	keys := l.att.a.keys
+	if len(keys) == 1 {
+		return keys[0]
 	}
-	return strings.Join(l.keys, ",")
+	return strings.Join(keys, ",")
 }
 
 // Token returns the value that marks this lock on the nodes: the plain
@@ -90,7 +100,9 @@ func (l *Lock) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.stats
-	s.Nodes = slices.Clone(s.Nodes)
+	if l.statsOf != nil {
+		s.Nodes = l.statsOf.nodeVotes(l.c)
+	}
 	return s
 }
 
@@ -146,27 +158,27 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	// The release does not stop when ctx does: a caller whose ctx is
 	// already cancelled (a shutdown, a deferred Unlock after a timeout)
 	// still frees the nodes, within the release's own bound.
-	return l.release(context.WithoutCancel(ctx), over)
+	return l.release(over)
 }
 
 // release deletes the lock's keys on every node, announcing it to waiters,
 // and says whether a quorum still held them; over says the lock was known to
-// be over already. The caller must be inside a call of the Client.
-func (l *Lock) release(ctx context.Context, over bool) error {
+// be over already. The caller must be inside a call of the Client. It takes
+// no ctx: no caller's cancellation stops a release (see Unlock), and nothing
+// of it reads a ctx's values.
+func (l *Lock) release(over bool) error {
 	c, at := l.c, l.att
 	at.beginUnlock()
-	l.mu.Lock()
-	until := l.until
-	l.mu.Unlock()
 	// One allocation for the round's jobs: each node gets its own.
 	jobs := make([]releaseJob, len(c.nodes))
-	o := c.fanout(ctx, &spec{
+	o := c.fanout(context.Background(), &spec{
 		op:      OpUnlock,
 		quorum:  l.t.quorum,
 		timeout: l.cfg.releaseTimeout(),
+		leg:     func(i int) *leg { return &jobs[i].leg },
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
-			*j = releaseJob{leg: *lg, t: l.t, value: &at.value, announce: true, unlock: l, until: until}
+			j.sent.at, j.announce, j.unlock = at, true, true
 			switch at.claimRelease(lg.n.index, j) {
 			case releaseNow:
 				lg.n.pipe.submit(j)
@@ -182,16 +194,19 @@ func (l *Lock) release(ctx context.Context, over bool) error {
 	o.finish(nil)
 	st := o.stats(OpUnlock, l.name(), l.t.quorum)
 	l.mu.Lock()
-	l.stats = st
+	l.stats, l.statsOf = st, o
 	l.mu.Unlock()
 	if o.yes >= l.t.quorum {
 		// Wake this Client's next waiter now: the announcement may not
 		// come, since its attempt, woken by the last release, did not
 		// mark the keys.
 		c.waitlist.releasedLocally(l.t.rkeys, at.value.value)
-		c.observeRelease(st, nil)
+		if c.observer != nil {
+			c.observeRelease(o.withNodes(c, st), nil)
+		}
 		return nil
 	}
+	st = o.withNodes(c, st)
 	qe := &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
 	if !over && len(c.nodes)-o.no >= l.t.quorum {
 		// Too few said no to know the lock was not held: the others
@@ -202,11 +217,14 @@ func (l *Lock) release(ctx context.Context, over bool) error {
 	return qe
 }
 
-// heldOn reports whether node i is known to have taken the lock.
-func (l *Lock) heldOn(i int) bool {
+// heldValidOn reports whether node i is known to have taken the lock, and
+// the lock is still valid now. Called once its release began, when Until no
+// longer moves.
+func (l *Lock) heldValidOn(i int) bool {
+	now := l.c.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.held[i]
+	return l.held[i] && now.Before(l.until)
 }
 
 // Extend resets the lock's TTL to the full TTL on every node that still holds
@@ -264,7 +282,7 @@ func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
 	}
 	ttl, ok := l.extendTTL(start)
 	if !ok {
-		err := chain(ErrNotHeld, fmt.Errorf("%w: lock %q cannot be held past %v", ErrMaxHold, l.name(), l.holdEnd.Sub(l.acquired)))
+		err := chain(ErrNotHeld, fmt.Errorf("%w: lock %q cannot be held past %v", ErrMaxHold, l.name(), l.cfg.maxHold))
 		c.observeExtend(Stats{Op: OpExtend, Key: l.name(), Quorum: l.t.quorum}, err)
 		return err
 	}
@@ -277,12 +295,17 @@ func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
 	// the key may have expired on some nodes and been taken by another
 	// client there.
 	timeout := min(cfg.nodeTimeout, until.Sub(start))
+	// One allocation for the round's jobs: each node gets its own.
+	jobs := make([]extendJob, len(c.nodes))
 	o := c.fanout(ctx, &spec{
 		op:      OpExtend,
 		quorum:  l.t.quorum,
 		timeout: timeout,
+		leg:     func(i int) *leg { return &jobs[i].leg },
 		start: func(_ context.Context, lg *leg) {
-			lg.n.pipe.submit(&extendJob{leg: *lg, l: l, ttl: ttl, replicaWait: newReplicaWait(l.cfg, l.t)})
+			j := &jobs[lg.n.index]
+			j.l, j.ttl, j.replicaWait = l, ttl, newReplicaWait(l.cfg, l.t)
+			lg.n.pipe.submit(j)
 		},
 	})
 	o.finish(nil)
@@ -291,6 +314,9 @@ func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 
 	err := l.settleExtend(o, st, start, until, ttl)
+	if c.observer != nil {
+		st = o.withNodes(c, st)
+	}
 	c.observeExtend(st, err)
 	return err
 }
@@ -323,22 +349,25 @@ func (l *Lock) settleExtend(o *outcome, st Stats, start, until time.Time, ttl ti
 	c, cfg := l.c, l.cfg
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.stats = st
+	l.stats, l.statsOf = st, o
+	fail := func(reason string, sentinel, ctxErr error) error {
+		return &QuorumError{Stats: o.withNodes(c, st), Reason: reason, sentinel: sentinel, ctxErr: ctxErr}
+	}
 	switch {
 	case l.err != nil:
 		// Unlock, or the expiry timer, ended the lock while the round was
 		// in flight: an extension cannot bring it back.
-		return &QuorumError{Stats: st, Reason: "lock ended: " + bare(l.err), sentinel: ErrNotHeld}
+		return fail("lock ended: "+bare(l.err), ErrNotHeld, nil)
 	case o.ctxErr != nil && o.no == 0:
 		// The caller gave up before any node said no: nothing says the
 		// lock is lost.
-		return &QuorumError{Stats: st, sentinel: errExtendInterrupted, ctxErr: o.ctxErr}
+		return fail("", errExtendInterrupted, o.ctxErr)
 	case o.ctxErr != nil || o.yes < l.t.quorum:
-		return &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
-	case !o.end.Before(until):
-		return &QuorumError{Stats: st, Reason: "validity ended before the quorum answered", sentinel: ErrNotHeld}
+		return fail("", ErrNotHeld, o.ctxErr)
+	case !o.ended().Before(until):
+		return fail("validity ended before the quorum answered", ErrNotHeld, nil)
 	case st.Validity <= 0:
-		return &QuorumError{Stats: st, Reason: "no validity left", sentinel: ErrNotHeld}
+		return fail("no validity left", ErrNotHeld, nil)
 	}
 	if next := start.Add(ttl - st.Drift); next.After(l.until) {
 		l.until = next
@@ -364,8 +393,23 @@ func (l *Lock) settleExtend(o *outcome, st Stats, start, until time.Time, ttl ti
 // while the nodes, whose clocks ran on, have let the key go.
 func (l *Lock) Done() <-chan struct{} {
 	l.expireIfPast()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		if l.doneShut {
+			return closedDone
+		}
+		l.done = make(chan struct{})
+	}
 	return l.done
 }
+
+// closedDone is Done of a lock that ended before anyone asked for it.
+var closedDone = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
 
 // Err returns nil while the lock is held. Once Done is closed it returns why
 // the lock ended: ErrUnlocked after Unlock, or an error that wraps
@@ -445,7 +489,12 @@ func (l *Lock) end(err error) bool {
 	if l.cfg.autoExtend {
 		l.c.renewer.remove(l)
 	}
-	close(l.done)
+	l.mu.Lock()
+	l.doneShut = true
+	if l.done != nil {
+		close(l.done)
+	}
+	l.mu.Unlock()
 	// Done closes first, and the logger and the Observer hear of the loss
 	// on the notifier's goroutine: a slow one must neither keep the holder
 	// acting on a lost lock nor hold up whoever found the loss (a holder's
@@ -469,8 +518,8 @@ func (l *Lock) extendTTL(start time.Time) (ttl time.Duration, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ttl, ok = l.ttl, true
-	if !l.holdEnd.IsZero() {
-		if left := l.holdEnd.Sub(start); left < ttl {
+	if l.cfg.maxHold > 0 {
+		if left := l.acquired.Add(l.cfg.maxHold).Sub(start); left < ttl {
 			ttl = left.Truncate(time.Millisecond)
 			l.capped = true
 		}

@@ -139,18 +139,19 @@ func (n *node) guarded(c *Client, val int64, err error) (int64, error) {
 	return val, err
 }
 
-// sendCounter is a command argument that counts how many times go-redis
-// wrote its command to a connection: it asks for the argument's bytes each
-// time it writes, retries included.
+// sendCounter is an attempt's value as a command argument, which counts
+// how many times go-redis wrote its command to a connection: it asks for
+// the argument's bytes each time it writes, retries included. It also names
+// the attempt, for the job that holds it.
 type sendCounter struct {
-	b []byte // never changed once set: go-redis only reads it
-	n atomic.Int32
+	at *attempt // never changed once set; nor is its value
+	n  atomic.Int32
 }
 
-// MarshalBinary returns the argument's bytes and counts the write.
+// MarshalBinary returns the attempt's value and counts the write.
 func (a *sendCounter) MarshalBinary() ([]byte, error) {
 	a.n.Add(1)
-	return a.b, nil
+	return a.at.value.raw, nil
 }
 
 // acquireHow picks how the node is first asked to take the target for

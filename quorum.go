@@ -119,12 +119,29 @@ func (rp reply) yes() bool { return rp.err == nil && rp.val > 0 }
 // that comes after a failed attempt is rolled back, one that comes after a
 // success is remembered.
 type round struct {
-	ch chan reply // buffered to N: a node's reply never blocks on it
+	start time.Time // the round's start, on the Client's clock
+	end   time.Time // the requests' deadline, on the real clock
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// in is where replies go until the round is decided: it is set before
+	// the first request goes out, and set to nil, under mu, when the round
+	// is decided (see finish).
+	in      *replies
 	decided bool        // guarded by mu
-	late    func(reply) // guarded by mu
+	late    lateHandler // guarded by mu
 	stalled []bool      // guarded by mu; node counted in node.stalled
+}
+
+// replies is a round's reply channel, which its Client keeps for later
+// rounds once the round is decided.
+type replies struct {
+	ch chan reply // buffered to N: a node's reply never blocks on it
+	c  *Client    // whose channel it is
+}
+
+// lateHandler takes the replies of a round that come after it was decided.
+type lateHandler interface {
+	lateReply(rp reply)
 }
 
 // spec describes a round.
@@ -146,36 +163,55 @@ type spec struct {
 	// pipe, which delivers the reply to the leg, or delivers at once. It
 	// must not block. ctx is the caller's.
 	start func(ctx context.Context, lg *leg)
+	// leg, when not nil, gives node i's leg a place in the caller's job
+	// for node i, which start then gets: the round needs no legs of its
+	// own.
+	leg func(i int) *leg
 }
 
 // outcome is a gathered round, before the caller decides what it means.
+// Its round stays reachable from the legs, and so from late replies, for as
+// long as a request of the round is out: no part of an outcome is reused,
+// but the reply channel that finish gives back.
 type outcome struct {
 	r     round // in the same allocation: the legs point into it
-	votes []NodeVote
-	legs  []leg
+	votes []vote
 	got   []bool  // the node's reply was gathered
 	vals  []int64 // the gathered replies' values
 	yes   int
 	no    int
-	start time.Time
-	end   time.Time
+	took  time.Duration // from start to the end of the gathering
 	// ctxErr is set when the caller's ctx ended the gathering.
 	ctxErr error
 
 	// mem backs the per-node slices when there are few enough nodes, so
 	// that a round costs one allocation for them all.
 	mem struct {
-		votes [inlineNodes]NodeVote
-		legs  [inlineNodes]leg
+		votes [inlineNodes]vote
 		vals  [inlineNodes]int64
 		flags [4 * inlineNodes]bool
 	}
+}
+
+// vote is one node's answer in a round, as an outcome keeps it: a NodeVote
+// without the node's index and address, which nodeVotes adds when Stats
+// need them.
+type vote struct {
+	err error // NodeVote.Err
+	lat time.Duration
+	v   Vote
 }
 
 // inlineNodes is the largest number of nodes whose round state fits in the
 // outcome itself: the usual 5, so that a round of 5 allocates no more than
 // it uses.
 const inlineNodes = 5
+
+// start is when the round began, on the Client's clock.
+func (o *outcome) start() time.Time { return o.r.start }
+
+// ended is when its gathering ended, on the Client's clock.
+func (o *outcome) ended() time.Time { return o.r.start.Add(o.took) }
 
 // fanout sends the spec's request to every node at once, through the
 // nodes' pipes, and gathers the replies until the outcome is known. The
@@ -192,16 +228,25 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 	var flags []bool
 	if n <= inlineNodes {
 		flags = o.mem.flags[:4*n]
-		o.votes, o.legs, o.vals = o.mem.votes[:n], o.mem.legs[:n], o.mem.vals[:n]
+		o.votes, o.vals = o.mem.votes[:n], o.mem.vals[:n]
 	} else {
 		flags = make([]bool, 4*n)
-		o.votes, o.legs, o.vals = make([]NodeVote, n), make([]leg, n), make([]int64, n)
+		o.votes, o.vals = make([]vote, n), make([]int64, n)
 	}
-	o.r = round{ch: make(chan reply, n), stalled: flags[:n]}
+	var legs []leg // without sp.leg
+	if sp.leg == nil {
+		legs = make([]leg, n)
+	}
+	legOf := func(i int) *leg {
+		if sp.leg != nil {
+			return sp.leg(i)
+		}
+		return &legs[i]
+	}
+	o.r.in, o.r.stalled = c.replies(), flags[:n]
 	o.got = flags[n : 2*n]
 	wasStalled, send := flags[2*n:3*n], flags[3*n:]
 	pending, waitFor := 0, 0
-	o.start = c.now()
 	// The decision comes at sp.timeout, but a request may run on until
 	// sp.life: go-redis closes a connection whose request it gave up on, so
 	// a deadline as short as the node timeout would, on a machine too busy
@@ -209,13 +254,13 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 	// that comes after the decision goes to the late handler.
 	// Deadlines are on the real clock: c.now is the algorithm's, which
 	// tests may step.
-	end := time.Now().Add(max(sp.timeout, sp.life))
+	o.r.start = c.now()
+	o.r.end = time.Now().Add(max(sp.timeout, sp.life))
 	for i, nd := range c.nodes {
-		o.votes[i] = NodeVote{Index: i, Addr: nd.addr}
-		o.legs[i] = leg{r: &o.r, c: c, n: nd, start: o.start, end: end}
+		*legOf(i) = leg{round: &o.r, n: nd}
 		if sp.skip != nil {
 			if err := sp.skip(i); err != nil {
-				o.votes[i].Vote, o.votes[i].Err = VoteFailed, err
+				o.votes[i] = vote{v: VoteFailed, err: err}
 				continue
 			}
 		}
@@ -227,12 +272,12 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 	}
 	for i := range c.nodes {
 		if send[i] {
-			sp.start(ctx, &o.legs[i])
+			sp.start(ctx, legOf(i))
 		}
 	}
 
-	timer := time.NewTimer(sp.timeout)
-	defer timer.Stop()
+	timer := newRoundTimer(sp.timeout)
+	defer freeRoundTimer(timer)
 	for pending > 0 {
 		if !sp.waitAll && (o.yes >= sp.quorum || o.yes+pending < sp.quorum) {
 			break
@@ -241,35 +286,72 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 			break
 		}
 		select {
-		case rp := <-o.r.ch:
+		case rp := <-o.r.in.ch:
 			pending--
 			if !wasStalled[rp.i] {
 				waitFor--
 			}
 			o.count(rp)
 		case <-timer.C:
-			o.end = c.now()
+			o.took = c.now().Sub(o.r.start)
 			o.markPending(c, ErrNodeTimeout)
 			return o
 		case <-ctx.Done():
 			o.ctxErr = ctx.Err()
-			o.end = c.now()
+			o.took = c.now().Sub(o.r.start)
 			o.markPending(c, ErrNoAnswer)
 			return o
 		}
 	}
-	o.end = c.now()
+	o.took = c.now().Sub(o.r.start)
 	o.markPending(c, ErrNoAnswer)
 	return o
+}
+
+// roundTimers holds the stopped timers of rounds that ended. A round's
+// timer is its gatherer's alone: no reply, late or not, ever reaches it, so
+// it can serve the next round as soon as its own has been gathered.
+var roundTimers sync.Pool
+
+// newRoundTimer returns a timer that fires after d, for one round.
+func newRoundTimer(d time.Duration) *time.Timer {
+	if t, ok := roundTimers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// freeRoundTimer stops a round's timer and keeps it for another round.
+func freeRoundTimer(t *time.Timer) {
+	if !t.Stop() {
+		// Already fired, and maybe not received. Since Go 1.23 Stop
+		// leaves nothing to receive; with asynctimerchan=1 it may.
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	roundTimers.Put(t)
+}
+
+// replies returns an empty reply channel for one round: one that an
+// earlier round of the Client gave back, or a new one.
+func (c *Client) replies() *replies {
+	if in, ok := c.replyChans.Get().(*replies); ok {
+		return in
+	}
+	return &replies{ch: make(chan reply, len(c.nodes)), c: c}
 }
 
 // wait runs fn on a goroutine of the Client, for a request that must wait
 // for an earlier one of the same acquisition before it is sent. fn gets a
 // context detached from the caller's and bounded by the leg's deadline.
 func (lg *leg) wait(ctx context.Context, fn func(ctx context.Context)) {
-	lg.c.wg.Add(1)
+	c := lg.n.pipe.c
+	c.wg.Add(1)
 	go func() {
-		defer lg.c.wg.Done()
+		defer c.wg.Done()
 		wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), lg.end)
 		defer cancel()
 		fn(wctx)
@@ -298,15 +380,15 @@ func (o *outcome) count(rp reply) {
 	o.got[rp.i] = true
 	o.vals[rp.i] = rp.val
 	v := &o.votes[rp.i]
-	v.Latency = rp.lat
+	v.lat = rp.lat
 	switch {
 	case rp.err != nil:
-		v.Vote, v.Err = VoteFailed, rp.err
+		v.v, v.err = VoteFailed, rp.err
 	case rp.val > 0:
-		v.Vote = VoteYes
+		v.v = VoteYes
 		o.yes++
 	default:
-		v.Vote = VoteNo
+		v.v = VoteNo
 		o.no++
 	}
 }
@@ -321,21 +403,21 @@ func (o *outcome) markPending(c *Client, why error) {
 	// their nodes are not taken for stalled.
 	for drained := false; !drained; {
 		select {
-		case rp := <-o.r.ch:
+		case rp := <-o.r.in.ch:
 			o.count(rp)
 		default:
 			drained = true
 		}
 	}
 	for i := range o.votes {
-		if o.votes[i].Vote != votePending {
+		if o.votes[i].v != votePending {
 			continue
 		}
-		vote := VoteFailed
+		v := VoteFailed
 		if why == ErrNoAnswer {
-			vote = VoteNotWaited
+			v = VoteNotWaited
 		}
-		o.votes[i].Vote, o.votes[i].Err = vote, why
+		o.votes[i].v, o.votes[i].err = v, why
 		if why == ErrNodeTimeout {
 			o.r.stalled[i] = true
 			c.nodes[i].stalled.Add(1)
@@ -347,27 +429,35 @@ func (o *outcome) markPending(c *Client, why error) {
 // nil to drop it). It returns the replies that came in between the end of the
 // gathering and this call, which the caller must handle as late ones; their
 // votes stay as the gathering left them.
-func (o *outcome) finish(late func(reply)) []reply {
+//
+// The round's channel is then empty, and no reply can reach it any more: a
+// reply goes to the channel only under mu and while the round is not
+// decided. So it goes back to the Client, for a later round.
+func (o *outcome) finish(late lateHandler) []reply {
+	var drained []reply
 	o.r.mu.Lock()
 	o.r.decided = true
 	o.r.late = late
-	o.r.mu.Unlock()
-	var drained []reply
-	for {
+	in := o.r.in
+	o.r.in = nil
+	for more := true; more; {
 		select {
-		case rp := <-o.r.ch:
+		case rp := <-in.ch:
 			drained = append(drained, rp)
 		default:
-			return drained
+			more = false
 		}
 	}
+	o.r.mu.Unlock()
+	in.c.replyChans.Put(in)
+	return drained
 }
 
-// stats turns the outcome into Stats.
+// stats turns the outcome into Stats, without Nodes: see nodeVotes.
 func (o *outcome) stats(op, key string, quorum int) Stats {
-	s := Stats{Op: op, Key: key, Quorum: quorum, Nodes: o.votes, Elapsed: o.end.Sub(o.start)}
+	s := Stats{Op: op, Key: key, Quorum: quorum, Elapsed: o.took}
 	for _, v := range o.votes {
-		switch v.Vote {
+		switch v.v {
 		case VoteYes:
 			s.Yes++
 		case VoteNo:
@@ -378,5 +468,32 @@ func (o *outcome) stats(op, key string, quorum int) Stats {
 			s.NotWaited++
 		}
 	}
+	return s
+}
+
+// nodeVotes returns the votes as Stats.Nodes has them, newly made. Stats
+// get them only where they leave the Client (an error, the Observer,
+// Lock.Stats), so that a round nobody looks at does not make them.
+func (o *outcome) nodeVotes(c *Client) []NodeVote {
+	nv := make([]NodeVote, len(o.votes))
+	for i, v := range o.votes {
+		nv[i] = NodeVote{Index: i, Addr: c.nodes[i].addr, Vote: v.v, Err: v.err, Latency: v.lat}
+	}
+	return nv
+}
+
+// anyErr reports whether a vote's error matches target (see permitsRefused).
+func (o *outcome) anyErr(target error) bool {
+	for _, v := range o.votes {
+		if errors.Is(v.err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// withNodes returns s with the outcome's votes, of c's round, as its Nodes.
+func (o *outcome) withNodes(c *Client, s Stats) Stats {
+	s.Nodes = o.nodeVotes(c)
 	return s
 }

@@ -55,6 +55,13 @@ type Client struct {
 	// waits for them only so long (see closeGrace).
 	wg sync.WaitGroup
 
+	// replyChans holds the reply channels of decided rounds, empty and
+	// buffered to len(nodes), for later rounds: see outcome.finish.
+	replyChans sync.Pool
+	// ttlArg is cfg's acquisition TTL in milliseconds, boxed once for
+	// the calls that ask for it.
+	ttlArg any
+
 	// callbacks admits the calls of the Observer and the logger until
 	// Close: from then on they hear nothing more, even from a timer or a
 	// straggling request.
@@ -115,6 +122,7 @@ func New(nodes []redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 		return nil, err
 	}
 	c.cfg = cfg
+	c.ttlArg = cfg.acquireTTL().Milliseconds()
 	c.observer = cfg.observer
 	c.log = slog.New(slog.DiscardHandler)
 	if cfg.logger != nil {
@@ -391,7 +399,7 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 				l.mu.Lock()
 				l.released = true
 				l.mu.Unlock()
-				_ = l.release(context.WithoutCancel(ctx), false)
+				_ = l.release(false)
 				return nil, a.abandon(last, ErrClosed)
 			}
 			won = true

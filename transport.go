@@ -234,7 +234,7 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 		if p.n.cluster != nil {
 			// An acquire's waiting markers go before it, in order.
 			aj, ordered := j.(*acquireJob)
-			ordered = ordered && len(aj.mark) > 0
+			ordered = ordered && aj.sent.at.marks && len(aj.sent.at.a.t.waiting) > 0
 			for i := start; i < len(cmds); i++ {
 				follows = append(follows, ordered && i > start)
 			}
@@ -254,7 +254,7 @@ func (p *pipe) run(batch []job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 	// test's stepped clock counts its readings.
 	timed := false
 	for _, j := range live {
-		if aj, ok := j.(*acquireJob); ok && aj.cfg.guard {
+		if aj, ok := j.(*acquireJob); ok && aj.sent.at.a.cfg.guard {
 			timed = true
 		}
 	}
@@ -486,16 +486,22 @@ func answered(cmds []redis.Cmder) bool {
 
 // replicaWait is what a job needs for WithReplicaAck: how many replicas
 // must acknowledge its writes, how long the batch's WAIT may take, and the
-// WAIT's result. Embedded, it makes the job an acker.
+// WAIT's result. Embedded as a pointer, it makes the job an acker; a nil
+// one, the job of a call without WithReplicaAck, needs no WAIT.
 type replicaWait struct {
 	want    int
 	within  time.Duration // half the node timeout
-	channel string        // the target's barrier channel, when want > 0
+	channel string        // the target's barrier channel
 	acks    int64
 	ackErr  error
 }
 
-func (r *replicaWait) replicas() int            { return r.want }
+func (r *replicaWait) replicas() int {
+	if r == nil {
+		return 0
+	}
+	return r.want
+}
 func (r *replicaWait) ackWithin() time.Duration { return r.within }
 func (r *replicaWait) acked(n int64, err error) { r.acks, r.ackErr = n, err }
 func (r *replicaWait) barrier() string          { return r.channel }
@@ -503,7 +509,7 @@ func (r *replicaWait) barrier() string          { return r.channel }
 // counted turns a yes into a failure, ErrReplicaAck, when too few replicas
 // acknowledged it: the node is then rolled back like any that failed.
 func (r *replicaWait) counted(val int64, err error) (int64, error) {
-	if val > 0 && err == nil && r.want > 0 {
+	if val > 0 && err == nil && r.replicas() > 0 {
 		if e := replicaAckErr(r.want, r.acks, r.ackErr); e != nil {
 			return 0, e
 		}
@@ -511,13 +517,13 @@ func (r *replicaWait) counted(val int64, err error) (int64, error) {
 	return val, err
 }
 
-// newReplicaWait is the replicaWait of a job of t under cfg.
-func newReplicaWait(cfg *config, t *target) replicaWait {
-	r := replicaWait{want: cfg.replicaAck, within: cfg.nodeTimeout / 2}
-	if r.want > 0 {
-		r.channel = keyspace.Barrier(t.rkeys[0])
+// newReplicaWait is the replicaWait of a job of t under cfg: nil when cfg
+// does not ask for replicas.
+func newReplicaWait(cfg *config, t *target) *replicaWait {
+	if cfg.replicaAck == 0 {
+		return nil
 	}
-	return r
+	return &replicaWait{want: cfg.replicaAck, within: cfg.nodeTimeout / 2, channel: keyspace.Barrier(t.rkeys[0])}
 }
 
 // waitCmds returns the commands that end a batch whose jobs need replicas
@@ -591,21 +597,19 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// leg is one node's part of a round: where its reply goes.
+// leg is one node's part of a round: where its reply goes. The round's
+// deadline (end) is the leg's.
 type leg struct {
-	r     *round
-	c     *Client
-	n     *node
-	start time.Time // the round's start
-	end   time.Time // the request's deadline, on the real clock
+	*round
+	n *node
 }
 
 // deliver hands the node's reply to the round, or to the round's late
 // handler once the round has been decided.
 func (lg *leg) deliver(val int64, err error) {
-	r, n := lg.r, lg.n
+	r, n, c := lg.round, lg.n, lg.n.pipe.c
 	if err != nil && redis.HasErrorPrefix(err, "READONLY") && n.readOnly.CompareAndSwap(false, true) {
-		lg.c.log.Warn("redlock: node is a read-only replica: it can never vote yes; give New the masters (Client.Check reports it too)",
+		c.log.Warn("redlock: node is a read-only replica: it can never vote yes; give New the masters (Client.Check reports it too)",
 			"node", n.index, "addr", n.addr, "err", err)
 	}
 	rp := reply{i: n.index, val: val, err: nodeErr(err)}
@@ -616,82 +620,83 @@ func (lg *leg) deliver(val int64, err error) {
 	if !r.decided {
 		// The latency is read only for the votes it goes into: a late
 		// reply's is never shown.
-		rp.lat = lg.c.now().Sub(lg.start)
-		r.ch <- rp
+		rp.lat = c.now().Sub(r.start)
+		r.in.ch <- rp
 		r.mu.Unlock()
 		return
 	}
 	late := r.late
 	r.mu.Unlock()
 	if late != nil {
-		late(rp)
+		late.lateReply(rp)
 	}
 }
 
-// acquireJob is one attempt's acquire request to one node.
+// acquireJob is one attempt's acquire request to one node. The attempt
+// (sent.at) holds what every node's request shares.
 type acquireJob struct {
 	leg
-	t   *target
-	tk  *token // the attempt's
-	ttl time.Duration
-	// ttlArg is the TTL in milliseconds, boxed once for every node.
-	ttlArg any
-	cfg    *config
-	how    acquireCmd
-	// mark holds the waiting markers to set before the acquire, when the
-	// call waits for a release.
-	mark []string
-
+	// sent names the attempt, and counts the writes of cmdSet's value.
+	sent sendCounter
 	cmd  *redis.Cmd
+	// guard is the node guard's sample, with WithNodeGuard.
+	guard *guardCmds
+	*replicaWait
+	args         [7]any // SET's, the longest of the plain commands
+	how          acquireCmd
+	evalFallback // for cmdScript
+}
+
+// guardCmds is what the node guard reads of a node with an acquire
+// reply: its INFO server section and its clock.
+type guardCmds struct {
 	info *redis.StringCmd
 	tm   *redis.TimeCmd
-	// sent counts the writes of cmdSet's value.
-	sent sendCounter
-	args [7]any // SET's, the longest of the plain commands
-	replicaWait
-	evalFallback // for cmdScript
 }
 
 func (j *acquireJob) deadline() time.Time { return j.end }
 func (j *acquireJob) fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *acquireJob) commands(cmds []redis.Cmder) []redis.Cmder {
-	ctx, t, tk := context.Background(), j.t, *j.tk
+	at := j.sent.at
+	a := at.a
+	ctx, t, tk := context.Background(), a.t, &at.value
 	// The markers go first: a release between them and the acquire
 	// deletes the marker and is announced, and one before them leaves the
 	// key free for the acquire. Either way the waiter hears of it.
-	for _, m := range j.mark {
-		cmds = append(cmds, redis.NewCmd(ctx, t.fl.mark(m, j.ttlArg)...))
+	if at.marks {
+		for _, m := range t.waiting {
+			cmds = append(cmds, redis.NewCmd(ctx, t.fl.mark(m, a.ttlArg)...))
+		}
 	}
-	a := j.args[:0]
+	args := j.args[:0]
 	switch j.how {
 	case cmdSet:
-		j.sent.b = tk.raw
 		j.sent.n.Store(0)
-		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], &j.sent, "px", j.ttlArg, "nx")...)
+		j.cmd = redis.NewCmd(ctx, append(args, "set", t.kargs[0], &j.sent, "px", a.ttlArg, "nx")...)
 	case cmdCheck:
-		j.cmd = redis.NewCmd(ctx, append(a, "get", t.kargs[0])...)
+		j.cmd = redis.NewCmd(ctx, append(args, "get", t.kargs[0])...)
 	case cmdSetGet:
-		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx", "get")...)
+		j.cmd = redis.NewCmd(ctx, append(args, "set", t.kargs[0], tk.arg, "px", a.ttlArg, "nx", "get")...)
 	case cmdSetNX:
-		j.cmd = redis.NewCmd(ctx, append(a, "set", t.kargs[0], tk.arg, "px", j.ttlArg, "nx")...)
+		j.cmd = redis.NewCmd(ctx, append(args, "set", t.kargs[0], tk.arg, "px", a.ttlArg, "nx")...)
 	default: // cmdScript
-		j.cmd = t.evalAcquire(j.eval, tk, j.ttl, j.ttlArg, &j.c.hooks)
+		j.cmd = t.evalAcquire(j.eval, *tk, a.ttl, a.ttlArg, &a.c.hooks)
 	}
 	cmds = append(cmds, j.cmd)
-	if j.cfg.guard {
+	if a.cfg.guard {
 		// The guard's sample goes right after the vote, on the same
 		// connection, so that it sees a restart or a clock jump that came
 		// before the vote was counted.
-		j.info = redis.NewStringCmd(ctx, "info", "server")
-		j.tm = redis.NewTimeCmd(ctx, "time")
-		cmds = append(cmds, j.info, j.tm)
+		j.guard = &guardCmds{info: redis.NewStringCmd(ctx, "info", "server"), tm: redis.NewTimeCmd(ctx, "time")}
+		cmds = append(cmds, j.guard.info, j.guard.tm)
 	}
 	return cmds
 }
 
 func (j *acquireJob) done(sent, recv time.Time) bool {
-	n, c := j.n, j.c
+	n, a, tk := j.n, j.sent.at.a, &j.sent.at.value
+	c := a.c
 	var val int64
 	err := j.cmd.Err()
 	switch j.how {
@@ -708,7 +713,7 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 		}
 	case cmdCheck:
 		switch v, e := j.cmd.Text(); {
-		case e == nil && v == j.tk.value:
+		case e == nil && v == tk.value:
 			val, err = 1, nil
 		case e == nil || errors.Is(e, redis.Nil):
 			val, err = 0, nil // another holder, or gone: not ours
@@ -728,9 +733,9 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 			j.how = cmdScript
 			return true
 		case e != nil:
-		case old == j.tk.value:
+		case old == tk.value:
 			val = 1 // our own write, sent again by go-redis
-		case j.tk.earlier(old):
+		case tk.earlier(old):
 			// An earlier attempt's leftover: the script takes it over.
 			j.how = cmdScript
 			return true
@@ -749,10 +754,11 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 		val, err = j.cmd.Int64()
 	}
 	if err != nil {
-		err = j.t.fl.acquireErr(j.t, err)
+		err = a.t.fl.acquireErr(a.t, err)
 	}
-	if j.cfg.guard {
-		if qerr := n.guard.observe(n, j.info.Val(), j.info.Err(), j.tm.Val(), j.tm.Err(), sent, recv, c.maxTTL(), j.cfg.driftFactor, c.log); qerr != nil && err == nil && val > 0 {
+	if a.cfg.guard {
+		g := j.guard
+		if qerr := n.guard.observe(n, g.info.Val(), g.info.Err(), g.tm.Val(), g.tm.Err(), sent, recv, c.maxTTL(), a.cfg.driftFactor, c.log); qerr != nil && err == nil && val > 0 {
 			err = qerr
 		}
 	}
@@ -765,33 +771,38 @@ func (j *acquireJob) done(sent, recv time.Time) bool {
 // the acquisition.
 type releaseJob struct {
 	leg
-	t        *target
-	value    *token
-	announce bool // announce the release to waiters; false for a rollback
-
-	// unlock, when set, is the Lock that Unlock releases: a resent
-	// release may count as done (see Lock.release).
-	unlock *Lock
-	until  time.Time
-	// acq, when set, is the acquisition whose node this release frees;
-	// the job has no round then.
-	acq *acquisition
-
-	cmd  *redis.Cmd
+	// sent names the attempt, and counts the writes of the release.
 	sent sendCounter
-	args [9]any
-	evalFallback
+	cmd  *redis.Cmd
+	// extra moves the job's deadline past its round's (see
+	// attempt.handleLate). Only the goroutine that sends the job writes
+	// it, before it does.
+	extra time.Duration
+	args  [9]any
+	// announce announces the release to waiters; false for a rollback.
+	announce bool
+	// unlock is set for Unlock's release of the attempt's Lock: a resent
+	// release may count as done (see Lock.release).
+	unlock bool
+	// free is set for the release that a late reply triggers: it frees
+	// the node in the acquisition, and its round (see attempt.rollbackOn)
+	// hears nothing.
+	free bool
 	// resent is set when the EVALSHA before the EVAL was written more than
 	// once: a NOSCRIPT reply to a copy says nothing of the first copy,
 	// which may have run before the node lost its scripts.
 	resent bool
+	evalFallback
 }
 
 // deadline gives a release releaseGrace past its round's deadline: a
 // release has no validity to protect, deletes only its own value, and one
 // dropped unsent (a sender starved of CPU for its whole deadline) would
 // leave the key for its TTL.
-func (j *releaseJob) deadline() time.Time { return j.end.Add(releaseGrace) }
+func (j *releaseJob) deadline() time.Time { return j.sendBy().Add(releaseGrace) }
+
+// sendBy is the job's own deadline: its round's, and extra.
+func (j *releaseJob) sendBy() time.Time { return j.end.Add(j.extra) }
 
 // releaseGrace is how long past its round's deadline a queued release is
 // still sent.
@@ -802,9 +813,8 @@ func (j *releaseJob) fail(err error) { j.finish(0, false, err) }
 func (j *releaseJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	// The count is of one command: a NOSCRIPT reply to an EVALSHA written
 	// once means it did nothing, so the EVAL starts a new count.
-	j.sent.b = j.value.raw
 	j.sent.n.Store(0)
-	j.cmd = j.t.evalRelease(j.args[:0], j.eval, j.n, &j.sent, j.announce)
+	j.cmd = j.sent.at.a.t.evalRelease(j.args[:0], j.eval, j.n, &j.sent, j.announce)
 	return append(cmds, j.cmd)
 }
 
@@ -819,13 +829,14 @@ func (j *releaseJob) done(time.Time, time.Time) bool {
 }
 
 func (j *releaseJob) finish(v int64, resent bool, err error) {
-	if j.acq != nil {
-		j.acq.mu.Lock()
-		j.acq.busy[j.n.index]--
-		j.acq.mu.Unlock()
+	at := j.sent.at
+	if j.free {
+		at.a.mu.Lock()
+		at.a.busy[j.n.index]--
+		at.a.mu.Unlock()
 		return
 	}
-	if l := j.unlock; l != nil && err == nil && v <= 0 && resent && !l.c.hooks.unsafeRetries && l.heldOn(j.n.index) && j.c.now().Before(j.until) {
+	if l := at.lock; j.unlock && err == nil && v <= 0 && resent && !l.c.hooks.unsafeRetries && l.heldValidOn(j.n.index) {
 		// go-redis sent the release again after its connection failed,
 		// and the last copy found the key gone, or already taken by the
 		// next holder, on a node that held it while it was still valid:
@@ -844,7 +855,7 @@ type extendJob struct {
 	cmd  *redis.Cmd
 	args [9]any
 	evalFallback
-	replicaWait
+	*replicaWait
 }
 
 func (j *extendJob) deadline() time.Time { return j.end }
@@ -862,7 +873,7 @@ func (j *extendJob) done(time.Time, time.Time) bool {
 	}
 	v, err := j.cmd.Int64()
 	if j.l.cfg.guard {
-		v, err = j.n.guarded(j.c, v, err)
+		v, err = j.n.guarded(j.n.pipe.c, v, err)
 	}
 	j.leg.deliver(j.counted(v, err))
 	return false
@@ -876,7 +887,7 @@ type fenceJob struct {
 	fence int64
 	cmd   *redis.Cmd
 	evalFallback
-	replicaWait
+	*replicaWait
 }
 
 func (j *fenceJob) deadline() time.Time { return j.end }
