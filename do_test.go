@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -133,4 +134,67 @@ func TestDoLeavesCallersOptsAlone(t *testing.T) {
 		require.NoError(t, err, "call %d", i)
 	}
 	require.Nil(t, opts[:2][1], "got an option written into the caller's spare capacity, want none")
+}
+
+func TestDoCancelsFnOnLoss(t *testing.T) {
+	forEachBackend(t, "do-loss", func(t *testing.T, n *lifecycleNodes) {
+		const ttl = 300 * time.Millisecond
+		c := newClient(t, n.clients, WithTTL(ttl))
+		started := make(chan struct{})
+		errFn := errors.New("fn saw its ctx end")
+		var cause error
+		err := c.Do(t.Context(), n.key, func(ctx context.Context) error {
+			close(started)
+			// Once the key is on every node, a majority forgets it.
+			require.Eventually(t, func() bool {
+				for i := range 5 {
+					if !n.keyOn(i) {
+						return false
+					}
+				}
+				return true
+			}, 5*time.Second, time.Millisecond)
+			for i := range 3 {
+				n.drop(i)
+			}
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			return errFn
+		})
+		<-started
+		require.ErrorIs(t, err, ErrLockLost)
+		require.ErrorIs(t, err, errFn)
+		require.NotErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, cause, ErrLockLost)
+	})
+}
+
+func TestDoTellsNotAcquiredFromLost(t *testing.T) {
+	_, cs := minis(t, 5)
+	c := newClient(t, cs)
+	holder, err := c.TryLock(t.Context(), "do-busy")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	ran := false
+	err = c.Do(ctx, "do-busy", func(context.Context) error { ran = true; return nil })
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, ErrLockLost)
+	require.False(t, ran)
+	require.NoError(t, holder.Unlock(t.Context()))
+
+	// On success Do returns fn's error, and the lock is released.
+	errFn := errors.New("fn failed")
+	var inside *Lock
+	err = c.Do(t.Context(), "do-busy", func(ctx context.Context) error {
+		inside, _ = c.TryLock(ctx, "do-busy")
+		return errFn
+	})
+	require.ErrorIs(t, err, errFn)
+	require.NotErrorIs(t, err, ErrLockLost)
+	require.Nil(t, inside, "the key was free inside Do")
+	l, err := c.TryLock(t.Context(), "do-busy")
+	require.NoError(t, err, "Do did not release")
+	require.NoError(t, l.Unlock(t.Context()))
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -162,4 +163,47 @@ func TestFenceWithoutWriteBackGoesBackwards(t *testing.T) {
 	bad := backwards(fences)
 	require.NotEmpty(t, bad, "without the write-back the fence should have gone backwards")
 	t.Logf("without write-back: %d of %d holds went backwards, e.g. %s", len(bad), len(fences), bad[0])
+}
+
+// fencedNodes starts five miniredis nodes whose last slow ones hold the
+// replies of the fence write-back until the gate opens, and a fencing Client
+// on them.
+func fencedNodes(t *testing.T, slow int) (fast, late []*miniredis.Miniredis, c *Client, g *gate) {
+	t.Helper()
+	g = newScriptGate(scriptFence)
+	fast, fcs := minis(t, 5-slow)
+	late, scs := minis(t, slow, g)
+	cs := append(fcs, scs...)
+	loadScripts(t, cs)
+	c = newClient(t, cs, WithFencing(true), WithNodeTimeout(100*time.Millisecond))
+	t.Cleanup(g.release)
+	return fast, late, c, g
+}
+
+func TestLateFenceWriteBackIsReleased(t *testing.T) {
+	t.Run("failed write-back", func(t *testing.T) {
+		// Three of five nodes answer the write-back late: the attempt
+		// fails, and their late answers must release what they hold.
+		fast, slow, c, g := fencedNodes(t, 3)
+		_, err := c.TryLock(t.Context(), "wb")
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.Contains(t, err.Error(), "fence not written back")
+		eventually(t, fast, "wb", "")
+		for i, m := range slow {
+			require.True(t, m.Exists("wb"), "slow node %d: the write-back has not answered, so it is not rolled back yet", i)
+		}
+		g.release()
+		eventually(t, slow, "wb", "")
+	})
+	t.Run("unlock races the write-back", func(t *testing.T) {
+		// Two nodes answer the write-back late; the lock is won on the
+		// other three and unlocked at once.
+		fast, slow, c, g := fencedNodes(t, 2)
+		l, err := c.TryLock(t.Context(), "wb-unlock")
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(t.Context()))
+		eventually(t, fast, "wb-unlock", "")
+		g.release()
+		eventually(t, slow, "wb-unlock", "")
+	})
 }

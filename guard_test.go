@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,24 +16,6 @@ import (
 
 	"github.com/redlockgo/redlock/internal/redistest"
 )
-
-// syncBuffer is a bytes.Buffer that a logger may write from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestGuardQuarantinesClockJump(t *testing.T) {
 	ms, cs := minis(t, 5)

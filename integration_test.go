@@ -2,9 +2,7 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,67 +19,6 @@ import (
 
 // The tests in this file run on real redis-server processes. Without
 // redis-server they are skipped, unless CI is set: then they fail.
-
-// realNodes starts n redis-servers and returns them with one default go-redis
-// client each, as users hand them to us.
-func realNodes(t *testing.T, n int) ([]*redistest.Server, []redis.UniversalClient) {
-	t.Helper()
-	redistest.Require(t)
-	srv := redistest.StartN(t, n, redistest.Options{})
-	cs := make([]redis.UniversalClient, n)
-	for i, s := range srv {
-		cs[i] = s.NewClient(t)
-	}
-	return srv, cs
-}
-
-// realClients returns k Clients on the servers, each with its own go-redis
-// clients, as k separate processes would have.
-func realClients(t *testing.T, srv []*redistest.Server, k int, opts ...Option) []*Client {
-	t.Helper()
-	out := make([]*Client, k)
-	for j := range k {
-		cs := make([]redis.UniversalClient, len(srv))
-		for i, s := range srv {
-			cs[i] = s.NewClient(t)
-		}
-		out[j] = newClient(t, cs, opts...)
-	}
-	return out
-}
-
-// realEventually waits until key holds want on every running server, or is
-// missing when want is "".
-func realEventually(t *testing.T, srv []*redistest.Server, key, want string) {
-	t.Helper()
-	for i, s := range srv {
-		if !s.Running() {
-			continue
-		}
-		rc := s.NewClient(t)
-		require.Eventually(t, func() bool {
-			got, err := rc.Get(t.Context(), key).Result()
-			if want == "" {
-				return errors.Is(err, redis.Nil)
-			}
-			return got == want
-		}, 5*time.Second, time.Millisecond, "node %d: key %q never became %q", i, key, want)
-	}
-}
-
-// overlaps describes the violations of mutual exclusion among holds, as
-// internal/history finds them, with times relative to the earliest hold.
-func overlaps(holds []history.Hold) []string {
-	if len(holds) == 0 {
-		return nil
-	}
-	var bad []string
-	t0 := slices.MinFunc(holds, func(a, b history.Hold) int { return a.Acquired.Compare(b.Acquired) }).Acquired
-	for _, o := range history.Overlaps(holds) {
-		bad = append(bad, o.Format(t0))
-	}
-	return bad
-}
 
 func TestRealManyClientsOneKeyNoOverlap(t *testing.T) {
 	srv, _ := realNodes(t, 5)
@@ -353,47 +290,4 @@ func TestUncontendedCommandsOnTheServers(t *testing.T) {
 		_, publish := serverCommands(t, s)
 		require.Positive(t, publish, "node %d", i)
 	}
-}
-
-// TestWokenWaiterHandsOnLocally: a waiter woken by a release takes the lock
-// without marking the key (that release deleted the marker), so its own
-// release is not announced; its Unlock wakes the Client's next waiter
-// itself. Both waiters' retry delays are a minute: only a wake-up gets them
-// the lock in time.
-func TestWokenWaiterHandsOnLocally(t *testing.T) {
-	_, cs := realNodes(t, 5)
-	c := newClient(t, cs, WithRetryDelay(time.Minute, time.Minute))
-	holder, err := c.Lock(t.Context(), "handoff")
-	require.NoError(t, err)
-	order := make(chan int, 2)
-	errs := make(chan error, 2)
-	for w := range 2 {
-		go func() {
-			l, err := c.Lock(t.Context(), "handoff")
-			if err == nil {
-				order <- w
-				time.Sleep(10 * time.Millisecond)
-				err = l.Unlock(t.Context())
-			}
-			errs <- err
-		}()
-		// The second waiter joins after the first.
-		require.Eventually(t, func() bool {
-			c.waitlist.mu.Lock()
-			defer c.waitlist.mu.Unlock()
-			kw := c.waitlist.keys[releaseChannel("handoff")]
-			return kw != nil && len(kw.queue) == w+1
-		}, 5*time.Second, time.Millisecond)
-	}
-	require.NoError(t, holder.Unlock(t.Context()))
-	for range 2 {
-		select {
-		case err := <-errs:
-			require.NoError(t, err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("a waiter was not woken: it would have waited for its one-minute retry")
-		}
-	}
-	require.Equal(t, 0, <-order, "the waiters take the lock in the order they came")
-	require.Equal(t, 1, <-order)
 }

@@ -72,3 +72,53 @@ func TestLayoutsExcludeEachOther(t *testing.T) {
 		require.Equal(t, "list", m.Type("jobs"), "node %d", i)
 	}
 }
+
+// TestRedsyncWireLayout checks that we and a client using redsync's layout
+// (SET key value NX PX ttl, and its compare-and-delete script) exclude each
+// other on the same keys.
+func TestRedsyncWireLayout(t *testing.T) {
+	ms, cs := minis(t, 5)
+	c := newClient(t, cs)
+	const redsyncDelete = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`
+	redsyncLock := func(key, value string) int {
+		n := 0
+		for _, rc := range cs {
+			ok, err := rc.SetNX(t.Context(), key, value, 8*time.Second).Result()
+			require.NoError(t, err)
+			if ok {
+				n++
+			}
+		}
+		return n
+	}
+	redsyncUnlock := func(key, value string) {
+		for _, rc := range cs {
+			require.NoError(t, rc.Eval(t.Context(), redsyncDelete, []string{key}, value).Err())
+		}
+	}
+
+	// Our lock is a plain string holding the token, with the TTL in ms.
+	l, err := c.TryLock(t.Context(), "shared")
+	require.NoError(t, err)
+	eventually(t, ms, "shared", l.Token())
+	for _, m := range ms {
+		require.Equal(t, DefaultTTL, m.TTL("shared"))
+	}
+	require.Zero(t, redsyncLock("shared", "redsync-value"), "redsync took a key we hold")
+	redsyncUnlock("shared", "redsync-value")
+	require.NoError(t, l.Unlock(t.Context()))
+	eventually(t, ms, "shared", "")
+
+	// A key that redsync holds blocks us.
+	require.Equal(t, 5, redsyncLock("shared", "redsync-value"))
+	_, err = c.TryLock(t.Context(), "shared")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	require.Zero(t, qe.Stats.Yes)
+	require.GreaterOrEqual(t, qe.Stats.No, 3)
+	redsyncUnlock("shared", "redsync-value")
+	l, err = c.TryLock(t.Context(), "shared")
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(t.Context()))
+}

@@ -1,53 +1,15 @@
 package redlock
 
 import (
+	"context"
 	"log/slog"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
-
-// recorder is an Observer that keeps what it was told.
-type recorder struct {
-	mu       sync.Mutex
-	attempts []error
-	extends  []Stats
-	lost     []error
-	released []error
-}
-
-func (r *recorder) Attempted(s Stats, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.attempts = append(r.attempts, err)
-}
-
-func (r *recorder) Extended(s Stats, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.extends = append(r.extends, s)
-}
-
-func (r *recorder) Lost(key string, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lost = append(r.lost, err)
-}
-
-func (r *recorder) Released(s Stats, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.released = append(r.released, err)
-}
-
-func (r *recorder) counts() (attempts, extends, lost, released int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.attempts), len(r.extends), len(r.lost), len(r.released)
-}
 
 func TestObserverSeesEveryKindOfEvent(t *testing.T) {
 	ms, cs := minis(t, 5)
@@ -110,4 +72,35 @@ func TestLoggerIsSilentByDefaultAndHidesTokens(t *testing.T) {
 	silent := newClient(t, cs) // no logger: the default discards
 	require.NotNil(t, silent.log)
 	require.False(t, silent.log.Enabled(t.Context(), slog.LevelError))
+}
+
+// countingHandler counts the log records it gets.
+type countingHandler struct{ n atomic.Int32 }
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(context.Context, slog.Record) error {
+	h.n.Add(1)
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+func TestNothingIsReportedAfterClose(t *testing.T) {
+	_, cs := minis(t, 5)
+	rec := &recorder{}
+	logs := &countingHandler{}
+	c, err := New(cs, WithObserver(rec), WithLogger(slog.New(logs)), WithTTL(200*time.Millisecond), WithNodeTimeout(20*time.Millisecond))
+	require.NoError(t, err)
+	l, err := c.TryLock(t.Context(), "after-close")
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	_, _, lostBefore, _ := rec.counts()
+	logsBefore := logs.n.Load()
+	<-l.Done() // the expiry timer fires after Close
+	require.ErrorIs(t, l.Err(), ErrLockLost)
+	time.Sleep(10 * time.Millisecond) // the Observer is called before Done closes; margin for the logger
+	_, _, lostAfter, _ := rec.counts()
+	require.Equal(t, lostBefore, lostAfter, "got Observer.Lost after Close, want nothing")
+	require.Equal(t, logsBefore, logs.n.Load(), "got log records after Close, want none")
+	require.True(t, strings.Contains(l.Err().Error(), "validity ended"))
 }

@@ -4,22 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/stretchr/testify/require"
 )
-
-func eventuallyCount(t *testing.T, ms []*miniredis.Miniredis, key string, want int) {
-	t.Helper()
-	for i, m := range ms {
-		require.Eventually(t, func() bool {
-			got, err := m.HKeys(key)
-			if want == 0 {
-				return err != nil
-			}
-			return err == nil && len(got)-1 == want
-		}, 5*time.Second, time.Millisecond, "node %d: hold count never became %d", i, want)
-	}
-}
 
 func TestOwnerNestedHolds(t *testing.T) {
 	ms, cs := minis(t, 5)

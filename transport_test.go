@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlockgo/redlock/internal/redistest"
 )
 
 // batchHook records the number of SETs (acquires) of each batch with one
@@ -381,4 +385,36 @@ func TestReadOnlyNodeNeverVotesYes(t *testing.T) {
 	require.NoError(t, admin.ReplicaOf(ctx, "127.0.0.1", "1").Err())
 	t.Cleanup(func() { _ = admin.ReplicaOf(context.Background(), "NO", "ONE").Err() })
 	require.Zero(t, cycles("replica", 60), "node 0 is a replica, yet votes yes")
+}
+
+// TestReadOnlyNodeIsLoggedOnce: a replica given as a node answers READONLY
+// to every write; the Client logs it once at Warn.
+func TestReadOnlyNodeIsLoggedOnce(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.StartN(t, 4, redistest.Options{})
+	replica := srv[3].NewClient(t)
+	host, port, _ := strings.Cut(srv[0].Addr(), ":")
+	require.NoError(t, replica.Do(t.Context(), "replicaof", host, port).Err())
+	cs := []redis.UniversalClient{srv[0].NewClient(t), srv[1].NewClient(t), replica}
+	logs := &syncBuffer{}
+	c := newClient(t, cs, WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	for i := range 5 {
+		l, err := c.TryLock(t.Context(), "ro")
+		if err != nil {
+			require.ErrorIs(t, err, ErrNotAcquired, "attempt %d", i)
+			continue
+		}
+		st := l.Stats()
+		if st.Nodes[2].Vote == VoteFailed {
+			require.Contains(t, st.Nodes[2].Err.Error(), "READONLY", "attempt %d", i)
+		}
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "read-only replica") }, 5*time.Second, time.Millisecond, "log: %s", logs.String())
+	require.Equal(t, 1, strings.Count(logs.String(), "read-only replica"), "logged once: %s", logs.String())
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "read-only replica") {
+			require.Contains(t, line, "level=WARN", "logged at Warn, not above or below: %s", line)
+		}
+	}
 }

@@ -1,0 +1,316 @@
+package redlock
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/stretchr/testify/require"
+)
+
+func TestUnlockNeverTouchesAnotherHolder(t *testing.T) {
+	ms, cs := minis(t, 5)
+	c := newClient(t, cs)
+	l, err := c.TryLock(t.Context(), "mine")
+	require.NoError(t, err)
+	// Our lock expired everywhere, and someone else took it on all but one node.
+	for _, m := range ms[:4] {
+		require.NoError(t, m.Set("mine", "new-holder"))
+		m.SetTTL("mine", time.Minute)
+	}
+	err = l.Extend(t.Context())
+	require.ErrorIs(t, err, ErrNotHeld)
+	require.Contains(t, err.Error(), "not holding our token: nodes ")
+	for _, m := range ms[:4] {
+		require.Equal(t, time.Minute, m.TTL("mine"), "Extend changed another holder's TTL")
+	}
+	err = l.Unlock(t.Context())
+	require.ErrorIs(t, err, ErrNotHeld)
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	require.LessOrEqual(t, qe.Stats.Yes, 1)
+	eventually(t, ms[4:], "mine", "")
+	eventually(t, ms[:4], "mine", "new-holder")
+	require.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld, "a second Unlock")
+}
+
+// TestUnlockWithCancelledCtxReleases: a deferred Unlock after the caller's
+// ctx ended still frees the nodes, and says so.
+func TestUnlockWithCancelledCtxReleases(t *testing.T) {
+	ms, cs := minis(t, 5)
+	c := newClient(t, cs)
+	l, err := c.TryLock(t.Context(), "unlock-cancelled")
+	require.NoError(t, err)
+	eventually(t, ms, "unlock-cancelled", l.Token())
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.NoError(t, l.Unlock(ctx), "the release landed on every node")
+	eventually(t, ms, "unlock-cancelled", "")
+}
+
+// TestUnlockReportsUnconfirmedRelease: three nodes hold the release's reply
+// past the release's bounded wait. Too few nodes said no to say the lock was
+// not held, so Unlock says the release is not confirmed, which is not
+// ErrNotHeld; the release lands once the replies come.
+func TestUnlockReportsUnconfirmedRelease(t *testing.T) {
+	g := &gate{match: isRelease, open: make(chan struct{})}
+	fast, fcs := minis(t, 2)
+	slow, scs := minis(t, 3, g)
+	cs := append(fcs, scs...)
+	loadScripts(t, cs)
+	c := newClient(t, cs, WithTTL(time.Second), WithNodeTimeout(50*time.Millisecond))
+	t.Cleanup(g.release)
+	l, err := c.TryLock(t.Context(), "unconfirmed")
+	require.NoError(t, err)
+	err = l.Unlock(t.Context())
+	require.ErrorIs(t, err, ErrUnconfirmed)
+	require.NotErrorIs(t, err, ErrNotHeld, "a release that may have landed is not a lock that was not held")
+	require.Contains(t, err.Error(), "release not confirmed")
+	eventually(t, fast, "unconfirmed", "")
+	eventually(t, slow, "unconfirmed", "") // the scripts ran; only the replies wait
+	g.release()
+
+	// The control: a lock that expired everywhere is not held.
+	l, err = c.TryLock(t.Context(), "expired")
+	require.NoError(t, err)
+	for _, m := range append(fast, slow...) {
+		m.Del("expired")
+	}
+	require.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld)
+}
+
+func TestExtend(t *testing.T) {
+	ms, cs := minis(t, 5)
+	c := newClient(t, cs, WithTTL(time.Second))
+	l, err := c.TryLock(t.Context(), "extend")
+	require.NoError(t, err)
+	eventually(t, ms, "extend", l.Token())
+	for _, m := range ms {
+		m.FastForward(600 * time.Millisecond)
+	}
+	before := l.Until()
+	time.Sleep(2 * time.Millisecond)
+	require.NoError(t, l.Extend(t.Context()))
+	require.True(t, l.Until().After(before), "got Until %v, want after %v", l.Until(), before)
+	st := l.Stats()
+	require.Equal(t, OpExtend, st.Op)
+	for i, m := range ms {
+		require.Eventually(t, func() bool { return m.TTL("extend") == time.Second }, 5*time.Second, time.Millisecond, "node %d", i)
+	}
+	// A key that is gone is not re-created.
+	ms[0].Del("extend")
+	ms[1].Del("extend")
+	ms[2].Del("extend")
+	err = l.Extend(t.Context())
+	require.ErrorIs(t, err, ErrNotHeld)
+	require.False(t, ms[0].Exists("extend"))
+	require.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld)
+	require.ErrorIs(t, l.Extend(t.Context()), ErrNotHeld, "Extend after Unlock")
+}
+
+func TestExtendRefusesAfterUntil(t *testing.T) {
+	ms, cs := minis(t, 5)
+	c := newClient(t, cs, WithTTL(100*time.Millisecond), WithNodeTimeout(50*time.Millisecond))
+	l, err := c.TryLock(t.Context(), "expired")
+	require.NoError(t, err)
+	eventually(t, ms, "expired", l.Token())
+	time.Sleep(time.Until(l.Until()) + time.Millisecond)
+	err = l.Extend(t.Context())
+	require.ErrorIs(t, err, ErrNotHeld)
+	require.Contains(t, err.Error(), "validity ended")
+	// The nodes were not asked: miniredis time stood still, so our keys are
+	// still there with their first TTL.
+	for _, m := range ms {
+		require.Equal(t, 100*time.Millisecond, m.TTL("expired"))
+	}
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+func TestExtendRecomputesUntilFromItsStart(t *testing.T) {
+	_, cs := minis(t, 5)
+	clk := &steppedClock{}
+	c, err := New(cs)
+	require.NoError(t, err)
+	c.now = clk.now
+	t.Cleanup(func() { _ = c.Close() })
+	l, err := c.TryLock(t.Context(), "until")
+	require.NoError(t, err)
+	clk.arm(3 * time.Millisecond)
+	require.NoError(t, l.Extend(t.Context()))
+	require.Equal(t, clk.start().Add(DefaultTTL-clockDrift(DefaultTTL, DefaultDriftFactor)), l.Until())
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+// TestExtendWithTTL: Extend takes WithTTL, as redislock's Refresh takes a
+// TTL, uses it from then on, never shortens a key, and refuses any other
+// option.
+func TestExtendWithTTL(t *testing.T) {
+	ms, cs := minis(t, 5)
+	c := newClient(t, cs, WithTTL(time.Second), WithNodeTimeout(100*time.Millisecond))
+	l, err := c.TryLock(t.Context(), "ext")
+	require.NoError(t, err)
+	ttlIs(t, ms, "ext", time.Second)
+
+	require.NoError(t, l.Extend(t.Context(), WithTTL(5*time.Second)))
+	ttlIs(t, ms, "ext", 5*time.Second)
+	left := time.Until(l.Until())
+	require.Greater(t, left, 4*time.Second, "Until must follow the new TTL")
+
+	// A shorter TTL does not cut the key short, nor move Until back.
+	until := l.Until()
+	require.NoError(t, l.Extend(t.Context(), WithTTL(200*time.Millisecond)))
+	// The nodes that answered the extension ran it: their keys keep 5s.
+	yes := 0
+	for _, v := range l.Stats().Nodes {
+		if v.Vote == VoteYes {
+			yes++
+			require.Equal(t, 5*time.Second, ms[v.Index].TTL("ext"), "node %d: a shorter TTL must not shorten the key", v.Index)
+		}
+	}
+	require.GreaterOrEqual(t, yes, 3)
+	require.False(t, l.Until().Before(until), "Until moved back")
+
+	// Extend without options keeps the last TTL given.
+	for _, m := range ms {
+		m.SetTTL("ext", 100*time.Millisecond)
+	}
+	require.NoError(t, l.Extend(t.Context()))
+	ttlIs(t, ms, "ext", 200*time.Millisecond)
+
+	for _, bad := range []struct {
+		name string
+		opt  ExtendOption
+		want string
+	}{
+		{"negative ttl", WithTTL(-time.Second), "ttl must be positive"},
+		{"ttl below the drift", WithTTL(time.Millisecond), "leaves no validity"},
+	} {
+		err := l.Extend(t.Context(), bad.opt)
+		require.ErrorIs(t, err, ErrInvalidOption, bad.name)
+		require.Contains(t, err.Error(), bad.want, bad.name)
+	}
+	require.NoError(t, l.Err(), "a refused option must leave the lock alone")
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+// ttlIs waits until every node has key with the TTL want: a round returns
+// at its quorum, before the slower nodes have answered.
+func ttlIs(t *testing.T, ms []*miniredis.Miniredis, key string, want time.Duration) {
+	t.Helper()
+	for i, m := range ms {
+		require.Eventually(t, func() bool { return m.TTL(key) == want }, 5*time.Second, time.Millisecond,
+			"node %d: TTL of %q is %v, want %v", i, key, m.TTL(key), want)
+	}
+}
+
+// TestExtendWithTTLIsCappedByMaxHold: a new TTL cannot carry the lock past
+// its max hold.
+func TestExtendWithTTLIsCappedByMaxHold(t *testing.T) {
+	ms, cs := minis(t, 3)
+	c := newClient(t, cs, WithTTL(time.Second), WithMaxHold(2*time.Second), WithNodeTimeout(100*time.Millisecond))
+	l, err := c.TryLock(t.Context(), "capped")
+	require.NoError(t, err)
+	require.NoError(t, l.Extend(t.Context(), WithTTL(time.Minute)))
+	for i, m := range ms {
+		require.LessOrEqual(t, m.TTL("capped"), 2*time.Second, "node %d", i)
+	}
+	require.LessOrEqual(t, time.Until(l.Until()), 2*time.Second)
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+// TestExtendWithCancelledCtxIsNotNotHeld: an Extend that ctx ended before
+// any node said no says ctx ended, not that the lock is lost, which the
+// README's loop reads as "stop".
+func TestExtendWithCancelledCtxIsNotNotHeld(t *testing.T) {
+	_, cs := minis(t, 5)
+	c := newClient(t, cs)
+	l, err := c.TryLock(t.Context(), "ext-cancelled")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err = l.Extend(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, ErrNotHeld)
+	require.Equal(t, 1, strings.Count(err.Error(), "redlock:"), "one prefix: %v", err)
+	require.NoError(t, l.Err(), "the lock is still held")
+	require.NoError(t, l.Extend(t.Context()), "and can still be extended")
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+func TestExtendCannotReviveAnEndedLock(t *testing.T) {
+	g := newScriptGate(scriptExtend)
+	ms, cs := minis(t, 5, g)
+	loadScripts(t, cs)
+	c := newClient(t, cs)
+	t.Cleanup(g.release)
+	l, err := c.TryLock(t.Context(), "revive")
+	require.NoError(t, err)
+	// TryLock returns at its quorum: an acquire still out would share the
+	// Extend's batch, and the gate would hold its reply too, so that the
+	// Unlock would wait for it.
+	settled(t, l)
+	before := l.Until()
+	done := make(chan error, 1)
+	go func() { done <- l.Extend(context.Background()) }()
+	// Every node has extended, and holds its answer.
+	require.Eventually(t, func() bool { return g.waiting.Load() == 5 }, 5*time.Second, time.Millisecond)
+	// Past stallAfter, the release goes out on another connection rather
+	// than wait behind the held replies.
+	time.Sleep(2 * stallAfter)
+	require.NoError(t, l.Unlock(t.Context()))
+	eventually(t, ms, "revive", "")
+	g.release()
+	err = <-done
+	require.ErrorIs(t, err, ErrNotHeld, "got %v from an Extend that ended after Unlock, want ErrNotHeld", err)
+	require.Equal(t, before, l.Until(), "Extend moved Until of an unlocked lock")
+	require.ErrorIs(t, l.Err(), ErrUnlocked)
+	require.ErrorIs(t, l.Extend(t.Context()), ErrNotHeld)
+}
+
+func TestDoneClosesAtUntilWithoutAutoExtend(t *testing.T) {
+	_, cs := minis(t, 5)
+	c := newClient(t, cs, WithTTL(80*time.Millisecond), WithNodeTimeout(40*time.Millisecond))
+	l, err := c.TryLock(t.Context(), "expires")
+	require.NoError(t, err)
+	require.NoError(t, l.Err())
+	<-l.Done()
+	require.False(t, time.Now().Before(l.Until()), "Done closed before Until")
+	require.ErrorIs(t, l.Err(), ErrLockLost)
+	require.ErrorIs(t, l.Err(), errValidityEnded)
+	require.ErrorIs(t, l.Extend(t.Context()), ErrNotHeld)
+
+	// Extend moves the expiry.
+	l, err = c.TryLock(t.Context(), "expires-2")
+	require.NoError(t, err)
+	first := l.Until()
+	time.Sleep(30 * time.Millisecond)
+	require.NoError(t, l.Extend(t.Context()))
+	<-l.Done()
+	require.False(t, time.Now().Before(l.Until()))
+	require.True(t, l.Until().After(first))
+}
+
+func TestMajorityKilledClosesDoneWithinValidity(t *testing.T) {
+	forEachBackend(t, "majority-killed", func(t *testing.T, n *lifecycleNodes) {
+		const ttl = 300 * time.Millisecond
+		c := newClient(t, n.clients, WithTTL(ttl), WithNodeTimeout(20*time.Millisecond))
+		l, err := c.Lock(t.Context(), n.key, WithAutoExtend(true))
+		require.NoError(t, err)
+		n.kill(0)
+		n.kill(1)
+		n.kill(2)
+		select {
+		case <-l.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("Done did not close after a majority was killed")
+		}
+		closed := time.Now()
+		require.ErrorIs(t, l.Err(), ErrLockLost)
+		// Done closes at the end of the validity at the latest; the timer
+		// fires at Until, so it can only be a scheduling delay late.
+		require.WithinDuration(t, l.Until(), closed, ttl, "Done closed at %v, Until %v", closed, l.Until())
+		require.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld)
+	})
+}
