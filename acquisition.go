@@ -241,7 +241,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 			j.sent.at = at
 			j.how = lg.n.acquireHow(t, at.value, &c.hooks)
 			j.replicaWait = newReplicaWait(cfg, t)
-			lg.n.pipe.submit(j)
+			lg.n.pipe.Submit(j)
 		},
 	})
 	at.gathered(o, true)
@@ -389,7 +389,7 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 					lg.deliver(0, errNoAcquire)
 					return
 				}
-				lg.n.pipe.submit(&fenceJob{leg: *lg, t: t, value: at.value.value, fence: fence, replicaWait: newReplicaWait(a.cfg, t)})
+				lg.n.pipe.Submit(&fenceJob{leg: *lg, t: t, value: at.value.value, fence: fence, replicaWait: newReplicaWait(a.cfg, t)})
 			}
 			if answered, yes := at.acquireReply(lg.n.index); answered {
 				send(yes)
@@ -560,7 +560,7 @@ func (at *attempt) handleLate(rp reply, acquire bool) {
 		if due := time.Now().Add(a.cfg.releaseTimeout()); due.After(parked.sendBy()) {
 			parked.extra = due.Sub(parked.end)
 		}
-		parked.n.pipe.submit(parked)
+		parked.n.pipe.Submit(parked)
 	}
 }
 
@@ -590,7 +590,7 @@ func (at *attempt) rollbackOn(i int) {
 	}{r: round{end: time.Now().Add(a.cfg.releaseTimeout())}}
 	p.j.leg, p.j.free = leg{round: &p.r, n: n}, true
 	p.j.sent.at = at
-	n.pipe.submit(&p.j)
+	n.pipe.Submit(&p.j)
 }
 
 // rollback tells every node that may hold the value of a lost attempt to
@@ -631,7 +631,7 @@ func (at *attempt) rollback(ctx context.Context) {
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
 			j.sent.at = at
-			lg.n.pipe.submit(j)
+			lg.n.pipe.Submit(j)
 		},
 	})
 	a.freeRound(o)
@@ -704,7 +704,7 @@ func (at *attempt) claimRelease(i int, j *releaseJob) releaseClaim {
 // mark sets the waiting markers of the keys on node i, without waiting for
 // the reply.
 func (a *acquisition) mark(i int, ttlArg any) {
-	a.c.nodes[i].pipe.submit(&markJob{t: a.t, keys: a.waiting, ttlArg: ttlArg, end: time.Now().Add(a.cfg.releaseTimeout())})
+	a.c.nodes[i].pipe.Submit(&markJob{t: a.t, keys: a.waiting, ttlArg: ttlArg, end: time.Now().Add(a.cfg.releaseTimeout())})
 }
 
 // unmark deletes, on every node, the writers' waiting markers of the keys
@@ -714,7 +714,7 @@ func (a *acquisition) mark(i int, ttlArg any) {
 // which costs the preference, never safety.
 func (a *acquisition) unmark() {
 	for _, n := range a.c.nodes {
-		n.pipe.submit(&unmarkJob{keys: a.waiting, end: time.Now().Add(a.cfg.releaseTimeout())})
+		n.pipe.Submit(&unmarkJob{keys: a.waiting, end: time.Now().Add(a.cfg.releaseTimeout())})
 	}
 }
 

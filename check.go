@@ -420,10 +420,10 @@ func (n *node) probe(ctx context.Context, out chan<- checkMsg) {
 	p.cfgAOF = pl.ConfigGet(ctx, "*append*")
 	p.eval = pl.Eval(ctx, checkSrc, nil)
 	p.evalSha = pl.EvalSha(ctx, checkScript.Hash(), nil)
-	pk := n.pipe.c.cfg.keyPrefix + checkKey
+	pk := n.c.cfg.keyPrefix + checkKey
 	p.keys = pl.Eval(ctx, checkKeysSrc, []string{pk, keyspace.Waiting(pk), keyspace.Fence(pk)}, "redlock check")
 	p.publish = pl.Publish(ctx, keyspace.Channel(pk), "redlock check")
-	if n.pipe.c.cfg.replicaAck > 0 {
+	if n.c.cfg.replicaAck > 0 {
 		p.barrier = pl.Publish(ctx, keyspace.Barrier(pk), "redlock check")
 	}
 	if n.cluster != nil {

@@ -181,7 +181,7 @@ func (l *Lock) release(over bool) error {
 			j.sent.at, j.announce, j.unlock = at, true, true
 			switch at.claimRelease(lg.n.index, j) {
 			case releaseNow:
-				lg.n.pipe.submit(j)
+				lg.n.pipe.Submit(j)
 			case releaseParked:
 				// Sent by the late handler once the acquire request
 				// returns; if that is after this round's timeout, the
@@ -305,7 +305,7 @@ func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
 			j.l, j.ttl, j.replicaWait = l, ttl, newReplicaWait(l.cfg, l.t)
-			lg.n.pipe.submit(j)
+			lg.n.pipe.Submit(j)
 		},
 	})
 	o.finish(nil)

@@ -3,8 +3,11 @@ package redlock
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockgo/redlock/internal/transport"
 )
 
 // node is one independent Redis master. It is safe for concurrent use.
@@ -26,17 +29,9 @@ type node struct {
 	// logged once.
 	readOnly atomic.Bool
 
-	// pooled is set once the node's client answered a batch through its
-	// own pool, so that the client has set up a connection: a sender's
-	// link waits for it (see link.open).
-	pooled atomic.Bool
-	// resends is whether the node's client sends a command again after a
-	// connection failure (MaxRetries): a batch that failed on a sender's
-	// link is then sent again through the pool (see link.send).
-	resends bool
-
-	guard nodeGuard // used WithNodeGuard
-	pipe  pipe      // batches the requests to the node
+	c     *Client         // the Client the node belongs to
+	guard nodeGuard       // used WithNodeGuard
+	pipe  *transport.Pipe // batches the requests to the node
 
 	// cluster is the client when the node is a Redis Cluster, and nil
 	// otherwise: releases are then announced on shard channels (SPUBLISH),
@@ -48,14 +43,11 @@ type node struct {
 }
 
 func newNode(c *Client, index int, rc redis.UniversalClient) *node {
-	n := &node{index: index, addr: clientAddr(rc), client: rc, shardArg: "0"}
+	n := &node{index: index, addr: clientAddr(rc), client: rc, c: c, shardArg: "0"}
 	if cc, ok := rc.(*redis.ClusterClient); ok {
 		n.cluster, n.shardArg = cc, "1"
 	}
-	if c, ok := rc.(*redis.Client); ok {
-		n.resends = c.Options().MaxRetries > 0 // -1 reads 0 once set up
-	}
-	n.pipe = pipe{c: c, n: n, deadlines: readsDeadlines(rc), kick: make(chan struct{}, 1)}
+	n.pipe = transport.New(transport.Config{Client: rc, Now: func() time.Time { return c.now() }, NotSent: errNotSent, WG: &c.wg, StallAfter: stallAfter})
 	return n
 }
 
@@ -68,18 +60,6 @@ func clientAddr(c redis.UniversalClient) string {
 		return c.String()
 	}
 	return fmt.Sprintf("%T", c)
-}
-
-// readsDeadlines reports whether a client may use ctx deadlines for its
-// socket reads and writes: true unless it is known not to.
-func readsDeadlines(rc redis.UniversalClient) bool {
-	switch c := rc.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return true
 }
 
 // serverID identifies the server behind a client, so that New can refuse two

@@ -348,7 +348,7 @@ func (c *Client) replies() *replies {
 // for an earlier one of the same acquisition before it is sent. fn gets a
 // context detached from the caller's and bounded by the leg's deadline.
 func (lg *leg) wait(ctx context.Context, fn func(ctx context.Context)) {
-	c := lg.n.pipe.c
+	c := lg.n.c
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

@@ -216,7 +216,7 @@ func (r *renewer) renew(batch []*Lock) {
 	results := make(chan batchVotes, len(c.nodes))
 	deadline := time.Now().Add(timeout)
 	for _, n := range c.nodes {
-		n.pipe.submit(&renewJob{c: c, n: n, locks: live, ttls: liveTTL, end: deadline, results: results})
+		n.pipe.Submit(&renewJob{c: c, n: n, locks: live, ttls: liveTTL, end: deadline, results: results})
 	}
 	yes := make([]int, len(live))
 	no := make([]int, len(live))
@@ -318,10 +318,10 @@ type renewJob struct {
 	ackErr error
 }
 
-func (j *renewJob) deadline() time.Time { return j.end }
+func (j *renewJob) Deadline() time.Time { return j.end }
 
 // replicas is the most replicas any of the job's locks wants.
-func (j *renewJob) replicas() int {
+func (j *renewJob) Replicas() int {
 	n := 0
 	for _, l := range j.locks {
 		n = max(n, l.cfg.replicaAck)
@@ -329,10 +329,10 @@ func (j *renewJob) replicas() int {
 	return n
 }
 
-func (j *renewJob) acked(n int64, err error) { j.ackN, j.ackErr = n, err }
+func (j *renewJob) Acked(n int64, err error) { j.ackN, j.ackErr = n, err }
 
 // barrier is the barrier channel of the first lock that wants replicas.
-func (j *renewJob) barrier() string {
+func (j *renewJob) Barrier() string {
 	for _, l := range j.locks {
 		if l.cfg.replicaAck > 0 {
 			return keyspace.Barrier(l.t.rkeys[0])
@@ -342,7 +342,7 @@ func (j *renewJob) barrier() string {
 }
 
 // ackWithin is half the shortest node timeout of the job's locks.
-func (j *renewJob) ackWithin() time.Duration {
+func (j *renewJob) AckWithin() time.Duration {
 	var w time.Duration
 	for i, l := range j.locks {
 		if i == 0 || l.cfg.nodeTimeout < w {
@@ -352,7 +352,7 @@ func (j *renewJob) ackWithin() time.Duration {
 	return w / 2
 }
 
-func (j *renewJob) commands(cmds []redis.Cmder) []redis.Cmder {
+func (j *renewJob) Commands(cmds []redis.Cmder) []redis.Cmder {
 	if j.cmds == nil {
 		j.cmds = make([]*redis.Cmd, len(j.locks))
 	}
@@ -363,7 +363,7 @@ func (j *renewJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	return cmds
 }
 
-func (j *renewJob) done(time.Time, time.Time) bool {
+func (j *renewJob) Done(time.Time, time.Time) bool {
 	if j.resendAsEval(j.cmds...) {
 		// The node lost its script cache: send the script itself, for
 		// every lock of the batch.
@@ -386,7 +386,7 @@ func (j *renewJob) done(time.Time, time.Time) bool {
 	return false
 }
 
-func (j *renewJob) fail(error) { j.report(make([]Vote, len(j.locks))) }
+func (j *renewJob) Fail(error) { j.report(make([]Vote, len(j.locks))) }
 
 // report sends the votes, with a quarantined node's yes turned into a
 // failure.

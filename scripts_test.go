@@ -254,7 +254,7 @@ func fallsBackToEval(t *testing.T, cs []redis.UniversalClient) {
 	}
 	results := make(chan batchVotes, len(c.nodes))
 	for _, n := range c.nodes {
-		n.pipe.submit(&renewJob{c: c, n: n, locks: locks, ttls: ttls, end: time.Now().Add(5 * time.Second), results: results})
+		n.pipe.Submit(&renewJob{c: c, n: n, locks: locks, ttls: ttls, end: time.Now().Add(5 * time.Second), results: results})
 	}
 	for range c.nodes {
 		bv := <-results

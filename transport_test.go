@@ -126,9 +126,7 @@ func TestConcurrentRequestsShareABatch(t *testing.T) {
 	}
 	for i, n := range c.nodes {
 		require.Eventually(t, func() bool {
-			n.pipe.mu.Lock()
-			defer n.pipe.mu.Unlock()
-			return len(n.pipe.queue) == waiting
+			return n.pipe.Queued() == waiting
 		}, 5*time.Second, time.Millisecond, "node %d: the requests did not queue behind the batch out", i)
 	}
 	for _, h := range hooks {

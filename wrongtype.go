@@ -45,7 +45,7 @@ func (a *acquisition) nameWrongTypes(st *Stats) {
 			return nil
 		},
 		start: func(_ context.Context, lg *leg) {
-			lg.n.pipe.submit(&typeJob{leg: *lg, keys: a.t.rkeys})
+			lg.n.pipe.Submit(&typeJob{leg: *lg, keys: a.t.rkeys})
 		},
 	})
 	o.finish(nil)
@@ -74,10 +74,10 @@ type typeJob struct {
 	permits []*redis.FloatCmd
 }
 
-func (j *typeJob) deadline() time.Time { return j.end }
-func (j *typeJob) fail(err error)      { j.leg.deliver(0, err) }
+func (j *typeJob) Deadline() time.Time { return j.end }
+func (j *typeJob) Fail(err error)      { j.leg.deliver(0, err) }
 
-func (j *typeJob) commands(cmds []redis.Cmder) []redis.Cmder {
+func (j *typeJob) Commands(cmds []redis.Cmder) []redis.Cmder {
 	j.types, j.permits = j.types[:0], j.permits[:0]
 	for _, k := range j.keys {
 		typ := redis.NewStatusCmd(context.Background(), "type", k)
@@ -88,7 +88,7 @@ func (j *typeJob) commands(cmds []redis.Cmder) []redis.Cmder {
 	return cmds
 }
 
-func (j *typeJob) done(time.Time, time.Time) bool {
+func (j *typeJob) Done(time.Time, time.Time) bool {
 	for i, cmd := range j.types {
 		typ, err := cmd.Result()
 		if err != nil {
