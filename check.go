@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -298,35 +299,35 @@ func (c *Client) Check(ctx context.Context) (*Report, error) {
 	// ContextTimeoutEnabled, so Check also stops waiting at the deadline.
 	// A read to a hung node may outlive Check, until go-redis's
 	// ReadTimeout; c.wg tracks it for Close.
-	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	defer cancel()
-	msgs := make(chan checkMsg, 2*len(c.nodes)) // two per node: never blocks
-	for _, n := range c.nodes {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			n.probe(pctx, msgs)
-		}()
+	//
+	// One round (see fanout): each node's reads, then its clock again. A
+	// node's probe is published as soon as it has come, so that a node
+	// too slow for its second clock sample still shows what it answered;
+	// the sample is read only when the node's answer was gathered, and so
+	// written before it. A late answer writes only its own node's.
+	reads := make([]checkRead, len(c.nodes))
+	o := c.fanout(ctx, &spec{
+		op: "check", quorum: c.quorum, timeout: time.Until(deadline), waitAll: true, waitStalled: true, stop: c.done,
+		start: func(ctx context.Context, lg *leg) {
+			lg.wait(ctx, func(pctx context.Context) {
+				r := &reads[lg.n.index]
+				p := lg.n.probe(pctx)
+				r.probe.Store(p)
+				r.second = lg.n.second(pctx, p)
+				lg.deliver(1, nil)
+			})
+		},
+	})
+	o.finish(nil)
+	if err := checkEnded(o, ctx); err != nil {
+		return nil, err
 	}
 	probes := make([]*probe, len(c.nodes))
 	seconds := make([]*clockSample, len(c.nodes))
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-collect:
-	for pending := 2 * len(c.nodes); pending > 0; pending-- {
-		select {
-		case m := <-msgs:
-			if m.p != nil {
-				probes[m.i] = m.p
-			} else {
-				seconds[m.i] = m.second
-			}
-		case <-timer.C:
-			break collect
-		case <-ctx.Done():
-			return nil, fmt.Errorf("redlock: check: %w", ctx.Err())
-		case <-c.done:
-			return nil, ErrClosed
+	for i := range reads {
+		probes[i] = reads[i].probe.Load()
+		if o.got[i] {
+			seconds[i] = reads[i].second
 		}
 	}
 	facts := make([]nodeFacts, len(c.nodes))
@@ -340,12 +341,10 @@ collect:
 	return r, nil
 }
 
-// checkMsg carries one of a node's two results to Check: its probe, then
-// its second clock sample.
-type checkMsg struct {
-	i      int
-	p      *probe
-	second *clockSample
+// checkRead is what Check's round read of one node.
+type checkRead struct {
+	probe  atomic.Pointer[probe] // set once the probe has come
+	second *clockSample          // written before the node answers its leg
 }
 
 // clockSample is one reading of a node's clock, with our clock before and
@@ -403,10 +402,8 @@ func (p *probe) cmds() []struct {
 	}
 }
 
-// probe reads everything Check needs from the node in one round trip, then,
-// checkRateGap after it sent that, reads the clock again. It sends exactly
-// two messages to out; out must have room for them.
-func (n *node) probe(ctx context.Context, out chan<- checkMsg) {
+// probe reads everything Check needs from the node in one round trip.
+func (n *node) probe(ctx context.Context) *probe {
 	p := &probe{}
 	pl := n.client.Pipeline()
 	p.time = pl.Time(ctx)
@@ -432,12 +429,14 @@ func (n *node) probe(ctx context.Context, out chan<- checkMsg) {
 	p.sent = time.Now()
 	_, _ = pl.Exec(ctx) // each command keeps its own error
 	p.recv = time.Now()
-	out <- checkMsg{i: n.index, p: p}
+	return p
+}
 
+// second reads the node's clock again, checkRateGap after p was sent.
+func (n *node) second(ctx context.Context, p *probe) *clockSample {
 	s := &clockSample{err: p.time.Err()}
-	defer func() { out <- checkMsg{i: n.index, second: s} }()
 	if s.err != nil {
-		return
+		return s
 	}
 	t := time.NewTimer(time.Until(p.sent.Add(checkRateGap)))
 	defer t.Stop()
@@ -445,12 +444,27 @@ func (n *node) probe(ctx context.Context, out chan<- checkMsg) {
 	case <-t.C:
 	case <-ctx.Done():
 		s.err = nodeErr(ctx.Err())
-		return
+		return s
 	}
 	s.sent = time.Now()
 	s.node, s.err = n.client.Time(ctx).Result()
 	s.recv = time.Now()
 	s.err = nodeErr(s.err)
+	return s
+}
+
+// checkEnded returns Check's error when one of its rounds ended early: ctx
+// ended (the error wraps ctx.Err()), or the Client was closed.
+func checkEnded(o *outcome, ctx context.Context) error {
+	switch {
+	case errors.Is(o.ctxErr, ErrClosed):
+		return ErrClosed
+	case o.ctxErr != nil:
+		return fmt.Errorf("redlock: check: %w", o.ctxErr)
+	case ctx.Err() != nil:
+		return fmt.Errorf("redlock: check: %w", ctx.Err())
+	}
+	return nil
 }
 
 // nodeFacts is what Check made of one node's replies, for findings.

@@ -165,46 +165,44 @@ func (c *Client) Inspect(ctx context.Context, key string) (*Holding, error) {
 	return h, nil
 }
 
-// readHoldings reads rkey on every node at once, and waits for them up to
-// timeout. go-redis ignores ctx deadlines on socket reads unless the client
-// was built with ContextTimeoutEnabled, so the timeout is enforced here: a
-// node that has not answered by then is reported with ErrNodeTimeout, and
-// its read, owned by the Client's wait group, ends when go-redis gives up.
-// It returns ctx.Err() when ctx ends first.
+// readHoldings reads rkey on every node at once, in one round (see
+// fanout), and waits for every node up to timeout: go-redis ignores ctx
+// deadlines on socket reads unless the client was built with
+// ContextTimeoutEnabled, so the timeout is enforced by the round. A node
+// that has not answered by then is reported with ErrNodeTimeout, and its
+// read, owned by the Client's wait group, ends when go-redis gives up. It
+// returns ctx.Err() when ctx ends first.
 func (c *Client) readHoldings(ctx context.Context, rkey string, timeout time.Duration) ([]NodeHolding, error) {
-	out := make([]NodeHolding, len(c.nodes))
-	got := make([]bool, len(c.nodes))
-	// Buffered to N: a read that answers after the timeout never blocks.
-	ch := make(chan NodeHolding, len(c.nodes))
-	for _, n := range c.nodes {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			rctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			ch <- readHolding(rctx, n, rkey)
-		}()
-	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-gather:
-	for range c.nodes {
-		select {
-		case nh := <-ch:
-			out[nh.Index], got[nh.Index] = nh, true
-		case <-timer.C:
-			break gather
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	// A node's holding is read only when its answer was gathered, and so
+	// written before it; a late read writes only its own.
+	read := make([]NodeHolding, len(c.nodes))
+	o := c.fanout(ctx, &spec{
+		op:          "inspect",
+		quorum:      c.quorum,
+		timeout:     timeout,
+		waitAll:     true,
+		waitStalled: true,
+		start: func(ctx context.Context, lg *leg) {
+			lg.wait(ctx, func(rctx context.Context) {
+				read[lg.n.index] = readHolding(rctx, lg.n, rkey)
+				lg.deliver(1, nil)
+			})
+		},
+	})
+	o.finish(nil)
 	// A node's read may have failed because ctx ended: say so, rather
 	// than blame the node.
+	if o.ctxErr != nil {
+		return nil, o.ctxErr
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	out := make([]NodeHolding, len(c.nodes))
 	for i, n := range c.nodes {
-		if !got[i] {
+		if o.got[i] {
+			out[i] = read[i]
+		} else {
 			out[i] = NodeHolding{Index: i, Addr: n.addr, Err: &NodeError{Index: i, Addr: n.addr, Err: ErrNodeTimeout}}
 		}
 	}

@@ -309,11 +309,12 @@ func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
 		},
 	})
 	o.finish(nil)
+	e := extension{start: start, end: o.ended(), ttl: ttl, yes: o.yes, no: o.no, ctxErr: o.ctxErr}
 	st := o.stats(OpExtend, l.name(), l.t.quorum)
 	st.Drift = clockDrift(ttl, cfg.driftFactor)
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 
-	err := l.settleExtend(o, st, start, until, ttl)
+	err := l.settleExtend(o, e, st)
 	if c.observer != nil {
 		st = o.withNodes(c, st)
 	}
@@ -326,7 +327,8 @@ func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
 var errExtendInterrupted = errors.New("redlock: extend interrupted")
 
 // extendOptions returns the TTL that Extend's options set, validated as a
-// lock call validates it: 0 when they set none.
+// lock call validates it, but against the lock's own node timeout, which its
+// rounds keep using: 0 when they set none.
 func extendOptions(cfg *config, opts []ExtendOption) (time.Duration, error) {
 	var e extendConfig
 	for _, o := range opts {
@@ -337,45 +339,108 @@ func extendOptions(cfg *config, opts []ExtendOption) (time.Duration, error) {
 	if !e.ttlSet {
 		return 0, nil
 	}
-	got, err := cfg.applyLock([]LockOption{WithTTL(e.ttl)})
-	if err != nil {
+	got := *cfg
+	got.ttl, got.nodeTimeoutSet = e.ttl, true
+	if err := got.validate(); err != nil {
 		return 0, err
 	}
 	return got.ttl, nil
 }
 
-// settleExtend decides an extension round and applies it.
-func (l *Lock) settleExtend(o *outcome, st Stats, start, until time.Time, ttl time.Duration) error {
-	c, cfg := l.c, l.cfg
+// extension is one extension round's result for one lock: an Extend's, or
+// a renewal batch's share of it.
+type extension struct {
+	start, end time.Time // of the round, on the Client's clock
+	ttl        time.Duration
+	yes, no    int
+	// ctxErr is set when the caller's ctx ended the round (Extend only).
+	ctxErr error
+}
+
+// stats returns the round's Stats, without Nodes.
+func (e *extension) stats(l *Lock) Stats {
+	drift := clockDrift(e.ttl, l.cfg.driftFactor)
+	return Stats{Op: OpExtend, Key: l.name(), Quorum: l.t.quorum, Yes: e.yes, No: e.no,
+		Elapsed: e.end.Sub(e.start), Drift: drift, Validity: validity(e.ttl, e.end.Sub(e.start), drift)}
+}
+
+// lost reports whether a quorum of nodes said they no longer hold the
+// token: the lock is then gone, not merely unconfirmed.
+func (e *extension) lost(l *Lock) bool { return e.no >= l.t.quorum }
+
+// extVerdict is what settleExtension made of a round.
+type extVerdict uint8
+
+const (
+	extWon         extVerdict = iota // Until moved, or stays where a longer one put it
+	extEnded                         // the lock had ended: nothing can bring it back
+	extInterrupted                   // the caller's ctx ended the round
+	extShort                         // fewer yes votes than the quorum
+	extLate                          // the quorum came after Until
+	extNoValidity                    // the TTL left no validity after the round and the drift
+)
+
+// settleExtension is the one rule for every extension, Extend's and the
+// renewals': it decides the round for l and, when it won, moves Until to
+// the round's start plus its TTL minus the drift (never back), and
+// schedules the next renewal of an auto-extended lock. st is e.stats(l).
+// l.mu must be held.
+//
+// A round wins when a quorum said yes before Until, with validity left:
+// past Until, the key may have expired on some nodes and been taken by
+// another client there, and the nodes' yes then proves nothing.
+func (l *Lock) settleExtension(e extension, st Stats) extVerdict {
+	switch {
+	case l.err != nil:
+		// Unlock, or the expiry timer, ended the lock while the round was
+		// in flight: an extension cannot bring it back.
+		return extEnded
+	case e.ctxErr != nil:
+		return extInterrupted
+	case e.yes < l.t.quorum:
+		return extShort
+	case !e.end.Before(l.until):
+		return extLate
+	case st.Validity <= 0:
+		return extNoValidity
+	}
+	if next := e.start.Add(e.ttl - st.Drift); next.After(l.until) {
+		l.until = next
+	}
+	if l.cfg.autoExtend {
+		l.c.renewer.add(l, l.nextRenewal(e.start))
+	}
+	return extWon
+}
+
+// settleExtend applies an Extend's round (see settleExtension), and
+// returns Extend's error.
+func (l *Lock) settleExtend(o *outcome, e extension, st Stats) error {
+	c := l.c
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stats, l.statsOf = st, o
 	fail := func(reason string, sentinel, ctxErr error) error {
 		return &QuorumError{Stats: o.withNodes(c, st), Reason: reason, sentinel: sentinel, ctxErr: ctxErr}
 	}
-	switch {
-	case l.err != nil:
-		// Unlock, or the expiry timer, ended the lock while the round was
-		// in flight: an extension cannot bring it back.
+	switch l.settleExtension(e, st) {
+	case extWon:
+		return nil
+	case extEnded:
 		return fail("lock ended: "+bare(l.err), ErrNotHeld, nil)
-	case o.ctxErr != nil && o.no == 0:
-		// The caller gave up before any node said no: nothing says the
-		// lock is lost.
-		return fail("", errExtendInterrupted, o.ctxErr)
-	case o.ctxErr != nil || o.yes < l.t.quorum:
-		return fail("", ErrNotHeld, o.ctxErr)
-	case !o.ended().Before(until):
+	case extInterrupted:
+		if e.no == 0 {
+			// The caller gave up before any node said no: nothing says
+			// the lock is lost.
+			return fail("", errExtendInterrupted, e.ctxErr)
+		}
+		return fail("", ErrNotHeld, e.ctxErr)
+	case extLate:
 		return fail("validity ended before the quorum answered", ErrNotHeld, nil)
-	case st.Validity <= 0:
+	case extNoValidity:
 		return fail("no validity left", ErrNotHeld, nil)
 	}
-	if next := start.Add(ttl - st.Drift); next.After(l.until) {
-		l.until = next
-	}
-	if cfg.autoExtend {
-		c.renewer.add(l, l.nextRenewal(start))
-	}
-	return nil
+	return fail("", ErrNotHeld, nil)
 }
 
 // Done returns a channel that is closed when the lock ends: on Unlock, when

@@ -195,6 +195,35 @@ func TestExtendWithTTL(t *testing.T) {
 	require.NoError(t, l.Unlock(t.Context()))
 }
 
+// TestExtendWithTTLIsValidatedAgainstTheLocksNodeTimeout: a lock's rounds
+// keep the node timeout it was taken with, so a new TTL is judged against
+// that one, not against the shorter one New would derive from the new TTL.
+// A TTL that only the derived timeout would let through (validity left,
+// renewals that fit) is refused, and the lock keeps its TTL.
+func TestExtendWithTTLIsValidatedAgainstTheLocksNodeTimeout(t *testing.T) {
+	ms, cs := minis(t, 3)
+	// A 10s TTL derives a 100ms node timeout; 150ms would derive 15ms.
+	c := newClient(t, cs, WithTTL(10*time.Second))
+	l, err := c.TryLock(t.Context(), "ext-nt")
+	require.NoError(t, err)
+	err = l.Extend(t.Context(), WithTTL(90*time.Millisecond))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.Contains(t, err.Error(), "node timeout 100ms")
+
+	auto, err := c.TryLock(t.Context(), "ext-nt-auto", WithAutoExtend(true))
+	require.NoError(t, err)
+	err = auto.Extend(t.Context(), WithTTL(150*time.Millisecond))
+	require.ErrorIs(t, err, ErrInvalidOption, "renewals of 150ms with a 100ms node timeout cannot fit")
+	require.Contains(t, err.Error(), "auto-extension cannot work")
+	ttlIs(t, ms, "ext-nt-auto", 10*time.Second)
+
+	// One the lock's node timeout allows is taken.
+	require.NoError(t, l.Extend(t.Context(), WithTTL(20*time.Second)))
+	ttlIs(t, ms, "ext-nt", 20*time.Second)
+	require.NoError(t, l.Unlock(t.Context()))
+	require.NoError(t, auto.Unlock(t.Context()))
+}
+
 // ttlIs waits until every node has key with the TTL want: a round returns
 // at its quorum, before the slower nodes have answered.
 func ttlIs(t *testing.T, ms []*miniredis.Miniredis, key string, want time.Duration) {

@@ -156,6 +156,13 @@ type spec struct {
 	// Without it the round ends as soon as the quorum is reached or has
 	// become impossible.
 	waitAll bool
+	// waitStalled makes waitAll wait for stalled nodes too: Inspect and
+	// Check report every node's own answer, up to the timeout.
+	waitStalled bool
+	// stop, when not nil, ends the gathering as the caller's ctx would,
+	// with ErrClosed: the Client's done, for rounds that have no caller
+	// (renewals).
+	stop <-chan struct{}
 	// skip, when not nil, names the nodes not to send to, with the reason
 	// that becomes their failed vote.
 	skip func(i int) error
@@ -266,7 +273,7 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 		}
 		pending++
 		send[i] = true
-		if wasStalled[i] = nd.stalled.Load() > 0; !wasStalled[i] {
+		if wasStalled[i] = nd.stalled.Load() > 0 && !sp.waitStalled; !wasStalled[i] {
 			waitFor++
 		}
 	}
@@ -298,6 +305,11 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 			return o
 		case <-ctx.Done():
 			o.ctxErr = ctx.Err()
+			o.took = c.now().Sub(o.r.start)
+			o.markPending(c, ErrNoAnswer)
+			return o
+		case <-sp.stop:
+			o.ctxErr = ErrClosed
 			o.took = c.now().Sub(o.r.start)
 			o.markPending(c, ErrNoAnswer)
 			return o
@@ -344,9 +356,11 @@ func (c *Client) replies() *replies {
 	return &replies{ch: make(chan reply, len(c.nodes)), c: c}
 }
 
-// wait runs fn on a goroutine of the Client, for a request that must wait
-// for an earlier one of the same acquisition before it is sent. fn gets a
-// context detached from the caller's and bounded by the leg's deadline.
+// wait runs fn on a goroutine of the Client, for a request that does not
+// go through the node's pipe: one that must wait for an earlier request of
+// the same acquisition before it is sent, or a read of Inspect or Check.
+// fn gets a context detached from the caller's and bounded by the leg's
+// deadline, and must deliver the leg's reply.
 func (lg *leg) wait(ctx context.Context, fn func(ctx context.Context)) {
 	c := lg.n.c
 	c.wg.Add(1)

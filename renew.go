@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"container/heap"
+	"context"
 	"sync"
 	"time"
 
@@ -167,13 +168,8 @@ func (r *renewer) due() ([]*Lock, time.Duration) {
 	return batch, 0
 }
 
-// batchVotes is one node's answers for a batch, one per lock.
-type batchVotes struct {
-	node  int
-	votes []Vote
-}
-
-// renew extends a batch of locks on every node and settles each lock.
+// renew extends a batch of locks on every node, in one round, and settles
+// each lock.
 func (r *renewer) renew(batch []*Lock) {
 	c := r.c
 	start := c.now()
@@ -213,36 +209,45 @@ func (r *renewer) renew(batch []*Lock) {
 		}
 	}
 
-	results := make(chan batchVotes, len(c.nodes))
-	deadline := time.Now().Add(timeout)
-	for _, n := range c.nodes {
-		n.pipe.Submit(&renewJob{c: c, n: n, locks: live, ttls: liveTTL, end: deadline, results: results})
+	// Each node's job answers 1 once it holds the votes of every lock of
+	// the batch; a node's votes are read only when its answer was
+	// gathered, and so written before it.
+	jobs := make([]renewJob, len(c.nodes))
+	o := c.fanout(context.Background(), &spec{
+		op:      OpExtend,
+		quorum:  c.quorum,
+		timeout: timeout,
+		waitAll: true,
+		stop:    c.done,
+		leg:     func(i int) *leg { return &jobs[i].leg },
+		start: func(_ context.Context, lg *leg) {
+			j := &jobs[lg.n.index]
+			j.locks, j.ttls = live, liveTTL
+			lg.n.pipe.Submit(j)
+		},
+	})
+	o.finish(nil)
+	if o.ctxErr != nil {
+		return // Close: the locks end with the Client
 	}
 	yes := make([]int, len(live))
 	no := make([]int, len(live))
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-gather:
-	for range c.nodes {
-		select {
-		case bv := <-results:
-			for i, v := range bv.votes {
-				switch v {
-				case VoteYes:
-					yes[i]++
-				case VoteNo:
-					no[i]++
-				}
+	for i := range c.nodes {
+		if !o.got[i] {
+			continue
+		}
+		for k, v := range jobs[i].votes {
+			switch v {
+			case VoteYes:
+				yes[k]++
+			case VoteNo:
+				no[k]++
 			}
-		case <-timer.C:
-			break gather
-		case <-c.done:
-			return
 		}
 	}
-	end := c.now()
-	for i, l := range live {
-		l.settleRenewal(start, end, liveTTL[i], yes[i], no[i])
+	end := o.ended()
+	for k, l := range live {
+		l.settleRenewal(extension{start: start, end: end, ttl: liveTTL[k], yes: yes[k], no: no[k]})
 	}
 }
 
@@ -255,43 +260,33 @@ func minTimeout(locks []*Lock) time.Duration {
 	return d
 }
 
-// settleRenewal applies one lock's renewal result: a new Until on a quorum
-// within validity, the loss of the lock when a quorum reports the token gone,
-// and otherwise a fast retry while validity lasts.
-func (l *Lock) settleRenewal(start, end time.Time, ttl time.Duration, yes, no int) {
+// settleRenewal applies one lock's renewal round (see settleExtension):
+// a new Until on a win, the loss of the lock when a quorum reports the token
+// gone, and otherwise a fast retry while validity lasts.
+func (l *Lock) settleRenewal(e extension) {
 	c := l.c
-	drift := clockDrift(ttl, l.cfg.driftFactor)
-	st := Stats{Op: OpExtend, Key: l.name(), Quorum: l.t.quorum, Yes: yes, No: no,
-		Elapsed: end.Sub(start), Drift: drift, Validity: validity(ttl, end.Sub(start), drift)}
-	// The lock is re-queued under l.mu, where end sets l.err before it
-	// removes the lock from the queue: a lock that Unlock or the expiry
-	// timer ended is never queued again.
+	st := e.stats(l)
 	l.mu.Lock()
-	if l.err != nil {
+	v := l.settleExtension(e, st)
+	switch {
+	case v == extEnded:
 		l.mu.Unlock()
 		return
-	}
-	won := yes >= l.t.quorum && end.Before(l.until) && st.Validity > 0
-	lostIt := !won && no >= l.t.quorum
-	switch {
-	case won:
-		if next := start.Add(ttl - drift); next.After(l.until) {
-			l.until = next
-		}
-		c.renewer.add(l, l.nextRenewal(start))
-	case !lostIt:
+	case v != extWon && !e.lost(l):
 		// Retry soon; the expiry timer ends the lock if validity runs out
-		// first.
+		// first. The lock is re-queued under l.mu, where end sets l.err
+		// before it removes the lock from the queue: a lock that Unlock or
+		// the expiry timer ended is never queued again.
 		retry := min(l.ttl/20, 100*time.Millisecond)
 		c.renewer.add(l, c.now().Add(max(retry, time.Millisecond)))
 	}
 	l.mu.Unlock()
-	if won {
+	if v == extWon {
 		c.renewer.notify.extended(st, nil)
 		return
 	}
 	c.renewer.notify.extended(st, &QuorumError{Stats: st, Reason: "renewal failed", sentinel: ErrNotHeld})
-	if lostIt {
+	if e.lost(l) {
 		l.end(chain(ErrLockLost, &QuorumError{
 			Stats:    st,
 			Reason:   "a quorum of nodes no longer holds the token",
@@ -301,26 +296,25 @@ func (l *Lock) settleRenewal(start, end time.Time, ttl time.Duration, yes, no in
 }
 
 // renewJob runs extend.lua for every lock of a renewal batch on one node,
-// in one batch of the node's pipe, and sends each lock's vote to results. A
-// lock whose command failed votes VoteFailed; a network error fails them
-// all.
+// in one batch of the node's pipe, and keeps each lock's vote in votes
+// before it answers its leg. A lock whose command failed votes VoteFailed;
+// a network error fails them all.
 type renewJob struct {
-	c       *Client
-	n       *node
-	locks   []*Lock
-	ttls    []time.Duration
-	end     time.Time
-	results chan<- batchVotes // buffered: never blocks
-	cmds    []*redis.Cmd
+	leg
+	locks []*Lock
+	ttls  []time.Duration
+	cmds  []*redis.Cmd
+	votes []Vote // one per lock; written before the leg hears of it
 	evalFallback
 	// ackN and ackErr are the batch's WAIT result (WithReplicaAck).
 	ackN   int64
 	ackErr error
 }
 
+// Deadline is the round's.
 func (j *renewJob) Deadline() time.Time { return j.end }
 
-// replicas is the most replicas any of the job's locks wants.
+// Replicas is the most replicas any of the job's locks wants.
 func (j *renewJob) Replicas() int {
 	n := 0
 	for _, l := range j.locks {
@@ -329,9 +323,10 @@ func (j *renewJob) Replicas() int {
 	return n
 }
 
+// Acked keeps the batch's WAIT result.
 func (j *renewJob) Acked(n int64, err error) { j.ackN, j.ackErr = n, err }
 
-// barrier is the barrier channel of the first lock that wants replicas.
+// Barrier is the barrier channel of the first lock that wants replicas.
 func (j *renewJob) Barrier() string {
 	for _, l := range j.locks {
 		if l.cfg.replicaAck > 0 {
@@ -341,7 +336,7 @@ func (j *renewJob) Barrier() string {
 	return ""
 }
 
-// ackWithin is half the shortest node timeout of the job's locks.
+// AckWithin is half the shortest node timeout of the job's locks.
 func (j *renewJob) AckWithin() time.Duration {
 	var w time.Duration
 	for i, l := range j.locks {
@@ -352,6 +347,7 @@ func (j *renewJob) AckWithin() time.Duration {
 	return w / 2
 }
 
+// Commands appends extend.lua for every lock of the batch.
 func (j *renewJob) Commands(cmds []redis.Cmder) []redis.Cmder {
 	if j.cmds == nil {
 		j.cmds = make([]*redis.Cmd, len(j.locks))
@@ -363,6 +359,7 @@ func (j *renewJob) Commands(cmds []redis.Cmder) []redis.Cmder {
 	return cmds
 }
 
+// Done reads each lock's vote.
 func (j *renewJob) Done(time.Time, time.Time) bool {
 	if j.resendAsEval(j.cmds...) {
 		// The node lost its script cache: send the script itself, for
@@ -386,17 +383,19 @@ func (j *renewJob) Done(time.Time, time.Time) bool {
 	return false
 }
 
-func (j *renewJob) Fail(error) { j.report(make([]Vote, len(j.locks))) }
+// Fail fails every lock of the batch on the node.
+func (j *renewJob) Fail(err error) { j.leg.deliver(0, err) }
 
-// report sends the votes, with a quarantined node's yes turned into a
-// failure.
+// report keeps the votes, with a quarantined node's yes turned into a
+// failure, and answers the leg.
 func (j *renewJob) report(votes []Vote) {
-	if j.n.guard.status(j.c.now()) != nil {
+	if j.n.guard.status(j.n.c.now()) != nil {
 		for i, l := range j.locks {
 			if l.cfg.guard && votes[i] == VoteYes {
 				votes[i] = VoteFailed
 			}
 		}
 	}
-	j.results <- batchVotes{node: j.n.index, votes: votes}
+	j.votes = votes
+	j.leg.deliver(1, nil)
 }

@@ -252,14 +252,22 @@ func fallsBackToEval(t *testing.T, cs []redis.UniversalClient) {
 	for i := range ttls {
 		ttls[i] = 10 * time.Second
 	}
-	results := make(chan batchVotes, len(c.nodes))
-	for _, n := range c.nodes {
-		n.pipe.Submit(&renewJob{c: c, n: n, locks: locks, ttls: ttls, end: time.Now().Add(5 * time.Second), results: results})
-	}
-	for range c.nodes {
-		bv := <-results
-		for i, v := range bv.votes {
-			require.Equal(t, VoteYes, v, "node %d, %s: the renewal after a flush", bv.node, flavours[i].name)
+	jobs := make([]renewJob, len(c.nodes))
+	o := c.fanout(ctx, &spec{
+		op: OpExtend, quorum: len(c.nodes), timeout: 5 * time.Second, waitAll: true, waitStalled: true,
+		leg: func(i int) *leg { return &jobs[i].leg },
+		start: func(_ context.Context, lg *leg) {
+			j := &jobs[lg.n.index]
+			j.locks, j.ttls = locks, ttls
+			lg.n.pipe.Submit(j)
+		},
+	})
+	o.finish(nil)
+	for n := range c.nodes {
+		require.True(t, o.got[n], "node %d: the renewal batch did not answer", n)
+		require.Len(t, jobs[n].votes, len(locks), "node %d", n)
+		for i, v := range jobs[n].votes {
+			require.Equal(t, VoteYes, v, "node %d, %s: the renewal after a flush", n, flavours[i].name)
 		}
 	}
 	for i, l := range locks {
