@@ -343,3 +343,83 @@ func TestMajorityKilledClosesDoneWithinValidity(t *testing.T) {
 		require.ErrorIs(t, l.Unlock(t.Context()), ErrNotHeld)
 	})
 }
+
+// TestDoneRacesTheLocksEnd: sixteen goroutines ask for Done at times
+// spread around a lock's end, by expiry, by Unlock, or by a renewal that
+// finds the keys gone. Every channel they get must close,
+// with Err set once it has; all of them but the shared closed one must be
+// the same channel; and Done must be closed once the lock has ended. Done
+// is made on first use, so a call that races the end must neither make a
+// channel that nothing will close nor hand two callers different ones: a
+// holder selecting on it would then go on writing after losing the lock.
+func TestDoneRacesTheLocksEnd(t *testing.T) {
+	const key = "done-races-end"
+	_, cs := realNodes(t, 3)
+	c := newClient(t, cs, WithNodeTimeout(30*time.Millisecond))
+	ctx := t.Context()
+	type asked struct {
+		done   <-chan struct{}
+		closed bool
+		err    error
+	}
+	for round := range 30 {
+		ttl := time.Duration(80+round%5*20) * time.Millisecond
+		opts := []LockOption{WithTTL(ttl)}
+		mode := round % 3
+		if mode == 2 {
+			opts = append(opts, WithAutoExtend(true))
+		}
+		l, err := c.Lock(ctx, key, opts...)
+		require.NoError(t, err)
+		// The askers come one after another over three quarters of a TTL,
+		// from well before the end, from just before it, or from after
+		// it: the first of them makes the channel before the end, while
+		// it is under way, or once it is over.
+		end := [3]time.Duration{ttl, ttl / 2, 2 * ttl / 3}[mode]
+		first := end + [3]time.Duration{-ttl / 4, -ttl / 40, ttl / 10}[round/3%3]
+		const askers = 16
+		got := make(chan asked, askers)
+		for g := range askers {
+			go func() {
+				time.Sleep(first + time.Duration(g)*ttl/20)
+				d := l.Done()
+				select {
+				case <-d:
+					got <- asked{d, true, l.Err()}
+				case <-time.After(5 * time.Second):
+					got <- asked{d, false, l.Err()}
+				}
+			}()
+		}
+		switch mode {
+		case 0: // expiry, at Until
+		case 1:
+			time.Sleep(end)
+			_ = l.Unlock(ctx)
+		case 2: // the renewal after this finds the key gone on every node
+			time.Sleep(ttl / 3)
+			for _, rc := range cs {
+				require.NoError(t, rc.Del(ctx, key).Err())
+			}
+		}
+		var open <-chan struct{}
+		for range askers {
+			a := <-got
+			require.True(t, a.closed, "round %d: Done open 5s after it was asked; Until %v, Err %v", round, l.Until(), a.err)
+			require.Error(t, a.err, "round %d: Done closed with Err nil", round)
+			if a.done == (<-chan struct{})(closedDone) {
+				continue
+			}
+			if open == nil {
+				open = a.done
+			}
+			require.True(t, open == a.done, "round %d: Done handed out two different channels", round)
+		}
+		select {
+		case <-l.Done():
+		default:
+			t.Fatalf("round %d: Done open after the lock ended", round)
+		}
+		_ = l.Unlock(ctx)
+	}
+}

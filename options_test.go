@@ -360,3 +360,69 @@ func TestUsersClientOptionsApply(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotAcquired)
 	require.Contains(t, err.Error(), "WRONGPASS")
 }
+
+// TestLockOptionsOverClientDefaults: the config one call derives from the
+// Client's defaults and its own options. A node timeout chosen for the
+// Client stays, and a per-call TTL too short for it is refused; a derived
+// one follows the call's TTL. nil options are skipped anywhere. A refused
+// Extend TTL leaves the lock's TTL as it was. Every TTL sent, per call, per
+// Extend, per semaphore or read lock, raises the bound a restarted node
+// must wait out (maxTTL). A Client default that a kind of hold cannot have
+// is refused by that kind with ErrInvalidOption, not silently dropped.
+// Each of these is a way a lock's timing could quietly differ from what
+// its caller asked for.
+func TestLockOptionsOverClientDefaults(t *testing.T) {
+	_, cs := minis(t, 3)
+	ctx := t.Context()
+	c := newClient(t, cs, WithNodeTimeout(50*time.Millisecond))
+	cfg, err := c.config([]LockOption{WithTTL(time.Second)})
+	require.NoError(t, err)
+	require.Equal(t, 50*time.Millisecond, cfg.nodeTimeout)
+	_, err = c.TryLock(ctx, "call-options", WithTTL(40*time.Millisecond))
+	require.ErrorIs(t, err, ErrInvalidOption, "a TTL shorter than the chosen node timeout")
+
+	// WithNodeTimeout(0): the node timeout is derived from each TTL.
+	c2 := newClient(t, cs, WithNodeTimeout(0), WithTTL(10*time.Second))
+	cfg, err = c2.config([]LockOption{WithTTL(50 * time.Millisecond)})
+	require.NoError(t, err)
+	require.Equal(t, defaultNodeTimeout(50*time.Millisecond), cfg.nodeTimeout)
+
+	l, err := c2.TryLock(ctx, "call-options-nil", nil, WithTTL(time.Second), nil)
+	require.NoError(t, err)
+	require.NoError(t, l.Extend(ctx, nil))
+	require.NoError(t, l.Extend(ctx, nil, WithTTL(2*time.Second), nil))
+
+	l.mu.Lock()
+	before := l.ttl
+	l.mu.Unlock()
+	require.ErrorIs(t, l.Extend(ctx, WithTTL(-time.Second)), ErrInvalidOption)
+	require.ErrorIs(t, l.Extend(ctx, WithTTL(500*time.Microsecond)), ErrInvalidOption)
+	l.mu.Lock()
+	after := l.ttl
+	l.mu.Unlock()
+	require.Equal(t, before, after, "a refused Extend changed the lock's TTL")
+
+	require.NoError(t, l.Extend(ctx, WithTTL(7*time.Second)))
+	require.GreaterOrEqual(t, c2.maxTTL(), 7*time.Second)
+	require.NoError(t, l.Unlock(ctx))
+	sem, err := c2.Semaphore("call-options-sem", 2, WithTTL(11*time.Second))
+	require.NoError(t, err)
+	p, err := sem.TryAcquire(ctx, WithTTL(12*time.Second))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, c2.maxTTL(), 12*time.Second)
+	require.NoError(t, p.Unlock(ctx))
+	r, err := c2.TryRLock(ctx, "call-options-r", WithTTL(13*time.Second))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, c2.maxTTL(), 13*time.Second)
+	require.NoError(t, r.Extend(ctx, WithTTL(14*time.Second)))
+	require.GreaterOrEqual(t, c2.maxTTL(), 14*time.Second)
+	require.NoError(t, r.Unlock(ctx))
+
+	c3 := newClient(t, cs, WithOwner("o"), WithFencing(true))
+	_, err = c3.TryRLock(ctx, "call-options-r3")
+	require.ErrorIs(t, err, ErrInvalidOption, "RLock under the Client's WithOwner and WithFencing")
+	_, err = c3.Semaphore("call-options-s3", 2)
+	require.ErrorIs(t, err, ErrInvalidOption, "Semaphore under the Client's WithOwner and WithFencing")
+	_, err = c3.TryLockMulti(ctx, []string{"{call-options}a", "{call-options}b"})
+	require.ErrorIs(t, err, ErrInvalidOption, "LockMulti under the Client's WithOwner")
+}

@@ -66,8 +66,8 @@ type Job interface {
 	Deadline() time.Time
 	// Done reads the replies of the commands it appended; sent and recv
 	// are when the batch went out and when its replies came, on
-	// Config.Now, and zero unless the job is Timed. It returns true when
-	// the job needs another batch.
+	// Config.Now, and zero unless a Timed job is in the batch. It returns
+	// true when the job needs another batch.
 	Done(sent, recv time.Time) (again bool)
 	// Fail ends a job that was not sent, with Config.NotSent.
 	Fail(err error)
