@@ -172,7 +172,10 @@ func requireLossReported(t *testing.T, obs *slowObserver, logs *slowLogHandler) 
 // of another lock's loss, must not hold up the renewals: both locks stay
 // held for several TTLs.
 func TestSlowObserverDelaysNoRenewal(t *testing.T) {
-	const ttl = 300 * time.Millisecond
+	// Shorter than slowFor, so that a renewal held up by the Observer
+	// loses the lock; long enough that a loaded machine that stalls the
+	// renewer a few hundred milliseconds does not.
+	const ttl = time.Second
 	holdBoth := func(t *testing.T, a, b *Lock) {
 		t.Helper()
 		firstA, firstB := a.Until(), b.Until()

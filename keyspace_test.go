@@ -139,19 +139,28 @@ func TestPrefixScopedACLIsEnough(t *testing.T) {
 	for i, rc := range admin {
 		// Unlock returns once a quorum released: a loaded machine may
 		// deliver the last node's release a little later.
-		var left []string
-		require.Eventually(t, func() bool {
-			keys, err := rc.Keys(ctx, "*").Result()
-			require.NoError(t, err)
+		// The condition runs on another goroutine: it only records, and
+		// the assertions run here.
+		var keys, left []string
+		var err error
+		settled := func() bool {
+			keys, err = rc.Keys(ctx, "*").Result()
 			left = left[:0]
 			for _, k := range keys {
-				require.True(t, strings.HasPrefix(k, "lk:"), "node %d: key %q outside the prefix", i, k)
 				if !isFenceCounter(k) {
 					left = append(left, k)
 				}
 			}
-			return len(left) == 0
-		}, 10*time.Second, 5*time.Millisecond, "node %d: keys left behind: %q", i, left)
+			return err == nil && len(left) == 0
+		}
+		for deadline := time.Now().Add(10 * time.Second); !settled() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		require.NoError(t, err)
+		for _, k := range keys {
+			require.True(t, strings.HasPrefix(k, "lk:"), "node %d: key %q outside the prefix", i, k)
+		}
+		require.Empty(t, left, "node %d: keys left behind", i)
 	}
 
 	check := func(user string) []Finding {

@@ -220,19 +220,23 @@ func TestSemaphorePermitExtendsAndUnlocks(t *testing.T) {
 
 func TestSemaphorePermitAutoExtends(t *testing.T) {
 	_, cs := minis(t, 5)
-	c := newClient(t, cs, WithNodeTimeout(50*time.Millisecond))
-	s, err := c.Semaphore("sem-auto", 2, WithTTL(300*time.Millisecond), WithAutoExtend(true))
+	c := newClient(t, cs, WithNodeTimeout(100*time.Millisecond))
+	// A TTL of a second, so that a loaded machine that stalls the
+	// renewer for a few hundred milliseconds does not lose the permit:
+	// each renewal has about two thirds of the TTL to reach its quorum.
+	const ttl = time.Second
+	s, err := c.Semaphore("sem-auto", 2, WithTTL(ttl), WithAutoExtend(true))
 	require.NoError(t, err)
 	l, err := s.TryAcquire(t.Context())
 	require.NoError(t, err)
 	first := l.Until()
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(ttl * 5 / 2)
 	select {
 	case <-l.Done():
 		t.Fatalf("permit lost: %v", l.Err())
 	default:
 	}
-	require.True(t, l.Until().After(first.Add(300*time.Millisecond)), "got Until %v, want renewed past %v", l.Until(), first)
+	require.True(t, l.Until().After(first.Add(ttl)), "got Until %v, want renewed past %v", l.Until(), first)
 	require.NoError(t, l.Unlock(t.Context()))
 }
 
