@@ -307,7 +307,7 @@ func (c *Client) Check(ctx context.Context) (*Report, error) {
 	// written before it. A late answer writes only its own node's.
 	reads := make([]checkRead, len(c.nodes))
 	o := c.fanout(ctx, &spec{
-		op: "check", quorum: c.quorum, timeout: time.Until(deadline), waitAll: true, waitStalled: true, stop: c.done,
+		op: "check", quorum: c.quorum, timeout: time.Until(deadline), waitAll: true, waitStalled: true, diagnostic: true, stop: c.done,
 		start: func(ctx context.Context, lg *leg) {
 			lg.wait(ctx, func(pctx context.Context) {
 				r := &reads[lg.n.index]

@@ -182,6 +182,7 @@ func (c *Client) readHoldings(ctx context.Context, rkey string, timeout time.Dur
 		timeout:     timeout,
 		waitAll:     true,
 		waitStalled: true,
+		diagnostic:  true,
 		start: func(ctx context.Context, lg *leg) {
 			lg.wait(ctx, func(rctx context.Context) {
 				read[lg.n.index] = readHolding(rctx, lg.n, rkey)

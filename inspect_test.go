@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -616,4 +617,66 @@ func TestRealLabelAndInspect(t *testing.T) {
 func redialing() bool {
 	buf := make([]byte, 1<<20)
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "pool.(*ConnPool).tryDial")
+}
+
+// TestDiagnosticsRaceRenewalsAndClose: Inspect and Check in a
+// loop beside auto-extended locks, over one node whose replies come close
+// to the round's timeout (some before, some after the decision), then
+// Close while all of it runs. Run under -race: the per-node results
+// (read[], checkRead, renewJob.votes) are written by late replies.
+func TestDiagnosticsRaceRenewalsAndClose(t *testing.T) {
+	ps, cs, _ := realProxied(t, 3)
+	// Node 1's replies land around each kind of round's decision: the
+	// renewals' (60ms), Inspect's (200ms, the release timeout) and
+	// Check's (600ms: two round trips and the 100ms rate gap).
+	ps[1].SetLatency(190*time.Millisecond, 60*time.Millisecond)
+	ps[2].SetLatency(50*time.Millisecond, 20*time.Millisecond)
+	c, err := New(cs, WithNodeTimeout(60*time.Millisecond), WithTTL(200*time.Millisecond))
+	require.NoError(t, err)
+	var locks []*Lock
+	for i := range 20 {
+		l, err := c.Lock(t.Context(), "diag-"+string(rune('a'+i)), WithTTL(300*time.Millisecond), WithAutoExtend(true))
+		require.NoError(t, err)
+		locks = append(locks, l)
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := range 3 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if g == 0 {
+					_, _ = c.Check(context.Background())
+				} else {
+					h, err := c.Inspect(context.Background(), "diag-a")
+					if err == nil {
+						for _, n := range h.Nodes {
+							_ = n.Err
+							_ = n.Token
+						}
+					}
+				}
+			}
+		})
+	}
+	time.Sleep(4 * time.Second)
+	for _, l := range locks {
+		if err := l.Err(); err != nil {
+			t.Logf("lock %s ended: %v", l.name(), err)
+		}
+	}
+	require.NoError(t, c.Close())
+	close(stop)
+	wg.Wait()
+	for _, l := range locks {
+		select {
+		case <-l.Done():
+		case <-time.After(2 * time.Second):
+			t.Fatalf("lock %s: Done open after Close", l.name())
+		}
+	}
 }

@@ -203,7 +203,7 @@ func TestExtendWithTTL(t *testing.T) {
 func TestExtendWithTTLIsValidatedAgainstTheLocksNodeTimeout(t *testing.T) {
 	ms, cs := minis(t, 3)
 	// A 10s TTL derives a 100ms node timeout; 150ms would derive 15ms.
-	c := newClient(t, cs, WithTTL(10*time.Second))
+	c := newClient(t, cs, WithTTL(10*time.Second), WithNodeTimeout(0))
 	l, err := c.TryLock(t.Context(), "ext-nt")
 	require.NoError(t, err)
 	err = l.Extend(t.Context(), WithTTL(90*time.Millisecond))
@@ -422,4 +422,46 @@ func TestDoneRacesTheLocksEnd(t *testing.T) {
 		}
 		_ = l.Unlock(ctx)
 	}
+}
+
+// TestExtendUntilNeverPastTheKeys: Extend with TTLs shorter and
+// longer than the lock's, beside auto-extension, over nodes with jittery
+// latency near the node timeout. After every successful Extend, a quorum
+// of nodes must keep the key at least until Until (settleExtension now
+// compares the round's end with l.until at settle time).
+func TestExtendUntilNeverPastTheKeys(t *testing.T) {
+	ps, cs, direct := realProxied(t, 3)
+	for _, p := range ps {
+		p.SetLatency(15*time.Millisecond, 25*time.Millisecond)
+	}
+	c := newClient(t, cs, WithNodeTimeout(60*time.Millisecond))
+	l, err := c.Lock(t.Context(), "until-keys", WithTTL(400*time.Millisecond), WithAutoExtend(true))
+	require.NoError(t, err)
+	var keys []string
+	require.Eventually(t, func() bool {
+		keys, _ = direct[0].Keys(t.Context(), "*").Result()
+		return len(keys) == 1
+	}, time.Second, time.Millisecond)
+	ttls := []time.Duration{250, 300, 400, 700, 1200}
+	wins := 0
+	stop := time.Now().Add(6 * time.Second)
+	for i := 0; time.Now().Before(stop) && l.Err() == nil; i++ {
+		err := l.Extend(t.Context(), WithTTL(ttls[i%len(ttls)]*time.Millisecond))
+		if err != nil {
+			continue
+		}
+		wins++
+		u := l.Until()
+		ok := 0
+		for _, d := range direct {
+			pttl, err := d.PTTL(t.Context(), keys[0]).Result()
+			now := time.Now()
+			if err == nil && pttl > 0 && !now.Add(pttl+2*time.Millisecond).Before(u) {
+				ok++
+			}
+		}
+		require.GreaterOrEqual(t, ok, 2, "Until %v is past the key's expiry on a quorum", time.Until(u))
+	}
+	t.Logf("%d successful extends; lock err %v", wins, l.Err())
+	require.NotZero(t, wins)
 }

@@ -156,9 +156,14 @@ type spec struct {
 	// Without it the round ends as soon as the quorum is reached or has
 	// become impossible.
 	waitAll bool
-	// waitStalled makes waitAll wait for stalled nodes too: Inspect and
-	// Check report every node's own answer, up to the timeout.
+	// waitStalled makes waitAll wait for stalled nodes too: renewals,
+	// whose quorum may need a node that once answered late, and Inspect
+	// and Check, which report every node's own answer, up to the timeout.
 	waitStalled bool
+	// diagnostic marks Inspect's and Check's rounds: their timeouts do not
+	// mark nodes stalled, since a slow diagnostic read (a large hash, INFO
+	// on a busy node) says nothing of the lock path's requests.
+	diagnostic bool
 	// stop, when not nil, ends the gathering as the caller's ctx would,
 	// with ErrClosed: the Client's done, for rounds that have no caller
 	// (renewals).
@@ -301,22 +306,22 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 			o.count(rp)
 		case <-timer.C:
 			o.took = c.now().Sub(o.r.start)
-			o.markPending(c, ErrNodeTimeout)
+			o.markPending(c, ErrNodeTimeout, sp.diagnostic)
 			return o
 		case <-ctx.Done():
 			o.ctxErr = ctx.Err()
 			o.took = c.now().Sub(o.r.start)
-			o.markPending(c, ErrNoAnswer)
+			o.markPending(c, ErrNoAnswer, sp.diagnostic)
 			return o
 		case <-sp.stop:
 			o.ctxErr = ErrClosed
 			o.took = c.now().Sub(o.r.start)
-			o.markPending(c, ErrNoAnswer)
+			o.markPending(c, ErrNoAnswer, sp.diagnostic)
 			return o
 		}
 	}
 	o.took = c.now().Sub(o.r.start)
-	o.markPending(c, ErrNoAnswer)
+	o.markPending(c, ErrNoAnswer, sp.diagnostic)
 	return o
 }
 
@@ -409,8 +414,9 @@ func (o *outcome) count(rp reply) {
 
 // markPending sets the votes of the nodes that have not answered: failures
 // for ErrNodeTimeout, which also marks those nodes stalled until they
-// answer, and VoteNotWaited for ErrNoAnswer.
-func (o *outcome) markPending(c *Client, why error) {
+// answer (unless the round is diagnostic), and VoteNotWaited for
+// ErrNoAnswer.
+func (o *outcome) markPending(c *Client, why error, diagnostic bool) {
 	o.r.mu.Lock()
 	defer o.r.mu.Unlock()
 	// Replies already in the channel came in time: count them, so that
@@ -432,7 +438,7 @@ func (o *outcome) markPending(c *Client, why error) {
 			v = VoteNotWaited
 		}
 		o.votes[i].v, o.votes[i].err = v, why
-		if why == ErrNodeTimeout {
+		if why == ErrNodeTimeout && !diagnostic {
 			o.r.stalled[i] = true
 			c.nodes[i].stalled.Add(1)
 		}

@@ -217,9 +217,13 @@ func (r *renewer) renew(batch []*Lock) {
 		op:      OpExtend,
 		quorum:  c.quorum,
 		timeout: timeout,
-		waitAll: true,
-		stop:    c.done,
-		leg:     func(i int) *leg { return &jobs[i].leg },
+		// Every node, stalled or not, up to the timeout: a node that
+		// once answered late may answer this batch in time, and its yes
+		// may be the quorum's (TestRenewalCountsAStalledButAnsweringNode).
+		waitAll:     true,
+		waitStalled: true,
+		stop:        c.done,
+		leg:         func(i int) *leg { return &jobs[i].leg },
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
 			j.locks, j.ttls = live, liveTTL

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlockgo/redlock/internal/faultproxy"
+	"github.com/redlockgo/redlock/internal/redistest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -316,4 +318,162 @@ func TestFailedRenewalIsRetriedWithinValidity(t *testing.T) {
 	require.True(t, l.Until().After(first), "the retry did not extend the lock: Until %v, first %v", l.Until(), first)
 	require.NoError(t, l.Err())
 	require.NoError(t, l.Unlock(t.Context()))
+}
+
+// TestRenewalCountsAStalledButAnsweringNode: three redis-servers;
+// node 2 has lost our key (it answers no at once), node 1 has one request
+// stuck for ~2.5s (a late chunk: it is "stalled") but answers every new
+// request within 5ms. A quorum (nodes 0 and 1) still holds the key and says
+// yes to every renewal, well within the node timeout. A renewal round
+// must wait for every node, stalled or not, up to its timeout: a round that
+// ended once the nodes not stalled (0 and 2) had answered never counted
+// node 1's yes, and the lock expired while a quorum would renew it. Nor
+// may Inspect's slow read mark the node stalled for the lock path. Found
+// by the third review of issue 26 (10/10 before the fix).
+func TestRenewalCountsAStalledButAnsweringNode(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.StartN(t, 3, redistest.Options{})
+	p1, err := faultproxy.New(srv[1].Addr(), 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p1.Close() })
+	cs := []redis.UniversalClient{srv[0].NewClient(t), nil, srv[2].NewClient(t)}
+	rc := redis.NewClient(&redis.Options{Addr: p1.Addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	cs[1] = rc
+
+	const ttl = 900 * time.Millisecond
+	rec := &recorder{}
+	c := newClient(t, cs, WithNodeTimeout(100*time.Millisecond), WithObserver(rec))
+	defer func() {
+		if t.Failed() {
+			rec.mu.Lock()
+			for _, s := range rec.extends {
+				t.Logf("renewal: yes %d no %d failed %d notwaited %d elapsed %v", s.Yes, s.No, s.Failed, s.NotWaited, s.Elapsed)
+			}
+			rec.mu.Unlock()
+		}
+	}()
+	l, err := c.Lock(t.Context(), "stalled-renew", WithTTL(ttl), WithAutoExtend(true))
+	require.NoError(t, err)
+	locked := time.Now()
+
+	// Node 2 loses the key: it answers no to every renewal, at once.
+	keys, err := cs[2].Keys(t.Context(), "*").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, keys)
+	require.NoError(t, cs[2].Del(t.Context(), keys...).Err())
+
+	// Node 1 has the key (the Lock's round may have ended before its
+	// acquire got there).
+	d1 := srv[1].NewClient(t)
+	require.Eventually(t, func() bool {
+		n, _ := d1.Exists(t.Context(), keys...).Result()
+		return int(n) == len(keys)
+	}, time.Second, time.Millisecond)
+
+	// Node 1: one request (Inspect's) held for 2.5s, so that the node is
+	// stalled from Inspect's timeout on; every other request answers in
+	// 5ms.
+	p1.SetLate(1, 2500*time.Millisecond, 2500*time.Millisecond)
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = c.Inspect(context.Background(), "stalled-renew") })
+	time.Sleep(30 * time.Millisecond)
+	p1.SetLate(0, 0, 0)
+	p1.SetLatency(5*time.Millisecond, 0)
+	t.Cleanup(wg.Wait)
+
+	time.Sleep(time.Until(locked.Add(2300 * time.Millisecond)))
+	require.NoError(t, l.Err(), "the lock ended while nodes 0 and 1 (a quorum) answered every renewal yes within 5ms")
+	for _, i := range []int{0, 1} {
+		n, err := cs[i].Exists(t.Context(), keys...).Result()
+		require.NoError(t, err)
+		require.EqualValues(t, len(keys), n, "node %d lost the key", i)
+	}
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+// TestRenewalCountsANodeItsOwnTimeoutStalled: as
+// TestRenewalCountsAStalledButAnsweringNode, but the stall comes
+// from a renewal itself: one renewal request to node 1 is answered after
+// 2.5s (past the 100ms node timeout), which marks node 1 stalled; every
+// retry then ends as soon as nodes 0 (yes) and 2 (no) answer, without node
+// 1's prompt yes, until the lock expires.
+func TestRenewalCountsANodeItsOwnTimeoutStalled(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.StartN(t, 3, redistest.Options{})
+	p1, err := faultproxy.New(srv[1].Addr(), 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p1.Close() })
+	cs := []redis.UniversalClient{srv[0].NewClient(t), nil, srv[2].NewClient(t)}
+	rc := redis.NewClient(&redis.Options{Addr: p1.Addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	cs[1] = rc
+
+	const ttl = 900 * time.Millisecond
+	c := newClient(t, cs, WithNodeTimeout(100*time.Millisecond))
+	l, err := c.Lock(t.Context(), "stalled-retry", WithTTL(ttl), WithAutoExtend(true))
+	require.NoError(t, err)
+	locked := time.Now()
+	keys, err := cs[2].Keys(t.Context(), "*").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, keys)
+	d1 := srv[1].NewClient(t)
+	require.Eventually(t, func() bool {
+		n, _ := d1.Exists(t.Context(), keys...).Result()
+		return int(n) == len(keys)
+	}, time.Second, time.Millisecond)
+	require.NoError(t, cs[2].Del(t.Context(), keys...).Err())
+
+	// The first renewal (a third of the TTL in) to node 1 comes back
+	// after 2.5s; everything after it in 5ms.
+	time.Sleep(time.Until(locked.Add(250 * time.Millisecond)))
+	p1.SetLate(1, 2500*time.Millisecond, 2500*time.Millisecond)
+	require.Eventually(t, func() bool { return p1.Stats().Late >= 1 }, time.Second, time.Millisecond)
+	p1.SetLate(0, 0, 0)
+	p1.SetLatency(5*time.Millisecond, 0)
+
+	time.Sleep(time.Until(locked.Add(2300 * time.Millisecond)))
+	require.NoError(t, l.Err(), "the lock ended while nodes 0 and 1 (a quorum) answered every renewal but one yes within 5ms")
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+// TestCloseDuringRenewalRound: Close while a renewal round is out
+// (every node answers in 40ms): Close returns promptly, the renewal does
+// not settle or re-queue the locks, Done closes by Until, and no key is
+// extended after Close returned.
+func TestCloseDuringRenewalRound(t *testing.T) {
+	ps, cs, direct := realProxied(t, 3)
+	for _, p := range ps {
+		p.SetLatency(40*time.Millisecond, 0)
+	}
+	c, err := New(cs, WithNodeTimeout(100*time.Millisecond))
+	require.NoError(t, err)
+	var locks []*Lock
+	for i := range 5 {
+		l, err := c.Lock(t.Context(), "close-renew-"+string(rune('a'+i)), WithTTL(600*time.Millisecond), WithAutoExtend(true))
+		require.NoError(t, err)
+		locks = append(locks, l)
+	}
+	// The first renewal is due 200ms in; it is out until ~240ms.
+	time.Sleep(220 * time.Millisecond)
+	began := time.Now()
+	require.NoError(t, c.Close())
+	closed := time.Since(began)
+	require.Less(t, closed, 1500*time.Millisecond)
+	// Every lock's Done closes by its Until.
+	for _, l := range locks {
+		select {
+		case <-l.Done():
+		case <-time.After(time.Until(l.Until()) + 200*time.Millisecond):
+			t.Fatalf("Done open %v past Until", time.Since(l.Until()))
+		}
+	}
+	// No key lives on past what it was given before Close returned.
+	time.Sleep(900 * time.Millisecond)
+	for i, d := range direct {
+		keys, err := d.Keys(t.Context(), "*close-renew*").Result()
+		require.NoError(t, err)
+		require.Empty(t, keys, "node %d", i)
+	}
+	t.Logf("Close took %v", closed)
 }
