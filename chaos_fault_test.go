@@ -277,7 +277,7 @@ func (f *lateFault) heal(r *chaosRun) {
 // dropped and the connection reset. A write that already ran is then sent
 // again on a new connection: by go-redis (MaxRetries 3 by default) for a
 // command of its pool, and by the library's sender for a batch that failed
-// on the connection it holds (see link.send), when the client makes
+// on the connection it holds (see link.send in internal/transport), when the client makes
 // retries. resendFault injects such second copies whatever the transport
 // does with a failed connection.
 type lostRepliesFault struct {
@@ -320,7 +320,7 @@ func (f *resendFault) set(r *chaosRun, p float64) {
 // caller gets the second. That is what go-redis does itself when a reply is
 // lost on a connection of its pool, and what the library's sender does
 // through the pool when a batch fails on the connection it holds (see
-// link.send): the command goes out again on another connection. The hook
+// link.send in internal/transport): the command goes out again on another connection. The hook
 // injects such second copies without a failed connection, on every path
 // the library sends by, so that recognising a write that ran twice does
 // not rest on how the transport handles a connection failure. Every chaos

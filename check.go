@@ -381,7 +381,7 @@ type probe struct {
 	keys    *redis.Cmd
 	publish *redis.IntCmd
 	// barrier publishes on the probe's barrier channel, with
-	// WithReplicaAck only (see waitCmds).
+	// WithReplicaAck only (see transport.Acker).
 	barrier *redis.IntCmd
 	// cluster is CLUSTER INFO, for a Redis Cluster node only.
 	cluster *redis.StringCmd

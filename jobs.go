@@ -27,7 +27,7 @@ var errNotSent = fmt.Errorf("%w: not sent, the node had not answered its previou
 
 // replicaWait is what a job needs for WithReplicaAck: how many replicas
 // must acknowledge its writes, how long the batch's WAIT may take, and the
-// WAIT's result. Embedded as a pointer, it makes the job an acker; a nil
+// WAIT's result. Embedded as a pointer, it makes the job a transport.Acker; a nil
 // one, the job of a call without WithReplicaAck, needs no WAIT.
 type replicaWait struct {
 	want    int

@@ -418,7 +418,7 @@ func TestCheckReportsReplicas(t *testing.T) {
 // the key already ours, written by its first copy on another connection,
 // writes nothing, and a WAIT after it alone would not cover that write. So
 // every batch that waits for replicas publishes first on a barrier channel
-// (waitCmds): PUBLISH is replicated, so it moves the offset on every
+// (transport.Acker): PUBLISH is replicated, so it moves the offset on every
 // version.
 //
 // The replica is stopped (SIGSTOP), so it acknowledges nothing: connection
