@@ -331,15 +331,7 @@ func TestFailedRenewalIsRetriedWithinValidity(t *testing.T) {
 // may Inspect's slow read mark the node stalled for the lock path. Found
 // by the third review of issue 26 (10/10 before the fix).
 func TestRenewalCountsAStalledButAnsweringNode(t *testing.T) {
-	redistest.Require(t)
-	srv := redistest.StartN(t, 3, redistest.Options{})
-	p1, err := faultproxy.New(srv[1].Addr(), 1)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p1.Close() })
-	cs := []redis.UniversalClient{srv[0].NewClient(t), nil, srv[2].NewClient(t)}
-	rc := redis.NewClient(&redis.Options{Addr: p1.Addr()})
-	t.Cleanup(func() { _ = rc.Close() })
-	cs[1] = rc
+	srv, p1, cs := middleProxied(t)
 
 	const ttl = 900 * time.Millisecond
 	rec := &recorder{}
@@ -396,18 +388,10 @@ func TestRenewalCountsAStalledButAnsweringNode(t *testing.T) {
 // TestRenewalCountsAStalledButAnsweringNode, but the stall comes
 // from a renewal itself: one renewal request to node 1 is answered after
 // 2.5s (past the 100ms node timeout), which marks node 1 stalled; every
-// retry then ends as soon as nodes 0 (yes) and 2 (no) answer, without node
-// 1's prompt yes, until the lock expires.
+// retry must still wait for node 1's prompt yes, rather than end as soon as
+// nodes 0 (yes) and 2 (no) have answered and let the lock expire.
 func TestRenewalCountsANodeItsOwnTimeoutStalled(t *testing.T) {
-	redistest.Require(t)
-	srv := redistest.StartN(t, 3, redistest.Options{})
-	p1, err := faultproxy.New(srv[1].Addr(), 1)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p1.Close() })
-	cs := []redis.UniversalClient{srv[0].NewClient(t), nil, srv[2].NewClient(t)}
-	rc := redis.NewClient(&redis.Options{Addr: p1.Addr()})
-	t.Cleanup(func() { _ = rc.Close() })
-	cs[1] = rc
+	srv, p1, cs := middleProxied(t)
 
 	const ttl = 900 * time.Millisecond
 	c := newClient(t, cs, WithNodeTimeout(100*time.Millisecond))
@@ -476,4 +460,18 @@ func TestCloseDuringRenewalRound(t *testing.T) {
 		require.Empty(t, keys, "node %d", i)
 	}
 	t.Logf("Close took %v", closed)
+}
+
+// middleProxied starts three redis-servers and returns clients of them,
+// node 1's through a fault proxy, for the stalled-node renewal tests.
+func middleProxied(t *testing.T) ([]*redistest.Server, *faultproxy.Proxy, []redis.UniversalClient) {
+	t.Helper()
+	redistest.Require(t)
+	srv := redistest.StartN(t, 3, redistest.Options{})
+	p1, err := faultproxy.New(srv[1].Addr(), 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p1.Close() })
+	rc := redis.NewClient(&redis.Options{Addr: p1.Addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	return srv, p1, []redis.UniversalClient{srv[0].NewClient(t), rc, srv[2].NewClient(t)}
 }
