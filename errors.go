@@ -15,6 +15,13 @@ var (
 	// ctx.Err() under errors.Is.
 	ErrNotAcquired = errors.New("redlock: not acquired")
 
+	// ErrUnavailable is matched, beside ErrNotAcquired, by the error of an
+	// acquisition that failed because fewer than a quorum of nodes
+	// answered: the others failed, timed out or were quarantined by the
+	// guard. It is an outage, not contention: it does not match when
+	// enough nodes answered and the key was held elsewhere.
+	ErrUnavailable = errors.New("redlock: unavailable: too few nodes answered for a quorum")
+
 	// ErrNotHeld means Unlock or Extend found fewer than a quorum of nodes
 	// still holding our token, or that the lock's validity had already
 	// ended, or that it was already unlocked.

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/redlockgo/redlock"
+)
+
+const (
+	// maxNodeTimeout caps the node timeout run derives from the TTL. It is
+	// ten times the library's cap: a CLI often talks to distant nodes, and
+	// its first request to each pays for the dial and the TLS handshake.
+	maxNodeTimeout = time.Second
+	// releaseTimeout bounds the release once the command has exited.
+	releaseTimeout = 5 * time.Second
+)
+
+// runConfig is the configuration of one run, from its flags.
+type runConfig struct {
+	name         string // "run" or "lock", for messages
+	nodes        string
+	key          string
+	prefix       string
+	ttl          time.Duration
+	wait         waitFlag // not set: as long as it takes; 0: try once
+	noWait       bool
+	conflictCode int    // the status when the lock is held elsewhere
+	shell        string // -c: a command line for the shell
+	exclusive    bool   // -x: as flock(1); the default, unless -shared or -permits
+	grace        time.Duration
+	maxHold      time.Duration // 0: no cap
+	nodeTimeout  time.Duration // 0: derived from ttl
+	foreground   bool
+	verbose      bool
+	quiet        bool
+	fencing      bool
+	owner        string
+	shared       bool // -shared: a read lock
+	permits      int  // -permits: one of k permits; 0 for a lock
+	permitsSet   bool // -permits was given
+	label        string
+	labelSet     bool     // -label was given, maybe as ""
+	argv         []string // the command; none for lock without one
+}
+
+func defaultRunConfig(name string) runConfig {
+	return runConfig{name: name, ttl: 30 * time.Second, grace: 10 * time.Second, conflictCode: exitNotAcquired}
+}
+
+func runFlags(cfg *runConfig, output io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("redlock "+cfg.name, flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&cfg.nodes, "nodes", cfg.nodes, "comma-separated nodes: host:port or URLs (default $"+envNodes+")")
+	fs.StringVar(&cfg.key, "key", cfg.key, "the lock's key (required)")
+	fs.StringVar(&cfg.prefix, "prefix", cfg.prefix, "namespace: the Redis key is prefix+key")
+	fs.DurationVar(&cfg.ttl, "ttl", cfg.ttl, "how long the lock lives on the nodes unless extended; it is extended every ttl/3, and it outlives a killed redlock by at most this")
+	fs.Var(&cfg.wait, "wait", "how long to wait for the lock, in `seconds` (5, 0.5) or as a duration (2m); 0 tries once, as -no-wait does (default: as long as it takes)")
+	fs.Var(&cfg.wait, "timeout", "the `seconds` to wait: the same as -wait, as in flock(1)")
+	fs.Var(&cfg.wait, "w", "the `seconds` to wait: the same as -wait, as in flock(1)")
+	fs.BoolVar(&cfg.noWait, "no-wait", cfg.noWait, "try to acquire the lock once, and do not wait")
+	fs.BoolVar(&cfg.noWait, "n", cfg.noWait, "the same as -no-wait, as in flock(1)")
+	fs.BoolVar(&cfg.noWait, "nonblock", cfg.noWait, "the same as -no-wait, as in flock(1)")
+	fs.BoolVar(&cfg.noWait, "nb", cfg.noWait, "the same as -no-wait, as in flock(1)")
+	fs.IntVar(&cfg.conflictCode, "conflict-exit-code", cfg.conflictCode, "the exit `status` when the lock is held elsewhere (-no-wait, or -wait ran out), as flock(1) -E has it; not when too few nodes answer, which is "+strconv.Itoa(exitUnavailable))
+	fs.IntVar(&cfg.conflictCode, "E", cfg.conflictCode, "the exit `status` when the lock is held elsewhere: the same as -conflict-exit-code")
+	fs.StringVar(&cfg.shell, "command", cfg.shell, "run this `command line` with $SHELL -c (/bin/sh -c without $SHELL), as flock(1) -c does, instead of a command after the flags")
+	fs.StringVar(&cfg.shell, "c", cfg.shell, "the `command line` to run: the same as -command")
+	fs.BoolVar(&cfg.exclusive, "exclusive", cfg.exclusive, "take an exclusive (write) lock, as flock(1) -x does: the default")
+	fs.BoolVar(&cfg.exclusive, "x", cfg.exclusive, "the same as -exclusive")
+	fs.BoolVar(&cfg.exclusive, "e", cfg.exclusive, "the same as -exclusive")
+	fs.BoolVar(&cfg.shared, "shared", cfg.shared, "take a shared (read) lock, as flock(1) -s does: any number of shared holders at once, and none while an exclusive one holds; a waiting exclusive run goes first")
+	fs.BoolVar(&cfg.shared, "s", cfg.shared, "the same as -shared")
+	fs.IntVar(&cfg.permits, "permits", cfg.permits, "take one of `k` permits of a counting semaphore on the key: at most k holders at once; every run on the key must give the same k. It needs more nodes than a lock once k > 1: floor(k*N/(k+1))+1 of N")
+	fs.DurationVar(&cfg.grace, "grace", cfg.grace, "when the lock is lost, how long the command has to exit after SIGTERM before SIGKILL")
+	fs.DurationVar(&cfg.maxHold, "max-hold", cfg.maxHold, "stop the command, as if the lock were lost, once it has held the lock this long; 0 means no limit")
+	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cfg.nodeTimeout, "bound on each request to a node; 0 means ttl/10, at most "+maxNodeTimeout.String())
+	fs.BoolVar(&cfg.fencing, "fencing", cfg.fencing, "get a fencing token with the lock, and pass it to the command in REDLOCK_FENCE: a number larger than that of every earlier holder of the key")
+	fs.StringVar(&cfg.owner, "owner", cfg.owner, "take the lock for this owner `id`: reentrant, so that runs with the same -owner share it, with a hold count")
+	fs.StringVar(&cfg.label, "label", cfg.label, "store this `label`, a description of the holder, with the lock, for redlock status; \"\" stores none (default host:pid)")
+	fs.BoolVar(&cfg.foreground, "foreground", cfg.foreground, "keep the command in redlock's process group, so that it can read from the terminal; only the command itself is then signalled (default: on in the foreground of a terminal, on Linux)")
+	fs.BoolVar(&cfg.verbose, "verbose", cfg.verbose, "say on stderr what happens: acquisition, release, signals")
+	fs.BoolVar(&cfg.verbose, "v", cfg.verbose, "the same as -verbose")
+	fs.BoolVar(&cfg.quiet, "quiet", cfg.quiet, "do not warn about fewer than 3 nodes")
+	fs.BoolVar(&cfg.quiet, "q", cfg.quiet, "the same as -quiet")
+	if cfg.name == "run" {
+		fs.Usage = func() { runHelp(fs.Output()) }
+	} else {
+		fs.Usage = func() { lockHelp(fs.Output()) }
+	}
+	return fs
+}
+
+// runExitHelp is the table of the exit statuses of run, or of lock, for
+// their help.
+func runExitHelp(name string) string {
+	hold := ""
+	if name == "lock" {
+		hold = `
+  0              without a command: the lock was held until a signal ended
+                 the hold, and released`
+	}
+	return fmt.Sprintf(`Exit status:
+  the command's  its exit status, or 128+N when signal N killed it`+hold+`
+  %-3[1]d            bad usage: a bad flag or node, no key, no command (run)
+  %-3[2]d            too few nodes answered for a quorum: they are down or
+                 unreachable (EX_UNAVAILABLE)
+  %-3[3]d            the lock is held elsewhere: -no-wait, or -wait ran out
+                 (EX_TEMPFAIL); -conflict-exit-code (-E) changes it
+  %-3[4]d            the lock was lost: the command was stopped, whatever its
+                 own status; lock without a command exits with it too
+  %-3[5]d            the command could not be started
+  %-3[6]d            the command was not found
+  128+N          signal N ended the wait for the lock
+Whenever the status is redlock's own rather than the command's, redlock
+says why on stderr. Scripts can tell an outage (%[2]d) from a lock that
+someone else holds (%[3]d): the first needs attention, the second only a
+later try.
+`, exitUsage, exitUnavailable, exitNotAcquired, exitLockLost, exitCannotRun, exitNotFound)
+}
+
+func runHelp(w io.Writer) {
+	fmt.Fprintf(w, `usage: redlock run --nodes HOST:PORT,... --key KEY [flags] [--] command [args...]
+       redlock run --nodes HOST:PORT,... --key KEY [flags] -c 'command line'
+
+Run is a distributed flock(1). It acquires the lock KEY on a quorum of the
+nodes, runs the command, keeps the lock alive while the command runs, and
+releases it when the command exits.
+
+  - It waits for the lock up to -wait, by default as long as it takes, or
+    not at all with -no-wait or -wait 0. flock(1)'s -w, -n, -E, -c, -x
+    and -s mean what they mean there; its -u, -o and -F have no
+    counterpart.
+  - -shared (-s) takes a read lock: runs with -shared hold the key
+    together, and exclude an exclusive run, which waits for them all to
+    end; while it waits, new -shared runs wait behind it. -permits k takes
+    one of k permits of a counting semaphore: up to k runs at once.
+  - It extends the lock every third of -ttl. A killed redlock extends
+    nothing: the lock expires within -ttl, and on Linux the kernel kills
+    the command.
+  - It passes SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 on to
+    the command, with a SIGCONT after SIGTERM and SIGHUP so that a stopped
+    command can act on them. Any of the first four ends a wait for the lock.
+  - If the lock is lost (renewals failed until its validity ran out, a
+    quorum of nodes lost the key, or -max-hold passed), it sends the
+    command SIGTERM, then SIGKILL after -grace, and exits %[1]d.
+  - The command runs in a process group of its own, and every signal goes
+    to the whole group, so that what a script started stops with it.
+    -foreground keeps the command in redlock's group instead, so that it
+    can read from the terminal; only the command is then signalled. On
+    Linux, -foreground is the default when redlock runs in the foreground
+    of a terminal (an interactive shell); -foreground=false overrides it.
+    The terminal's Ctrl-C then reaches the command directly.
+  - Do not suspend redlock (Ctrl-Z, SIGSTOP): nothing extends the lock
+    meanwhile, and it is lost.
+  - The lock carries a label, host:pid of redlock by default, that redlock
+    status shows; -label changes it.
+
+The command's environment has:
+  REDLOCK_KEY    the key
+  REDLOCK_TOKEN  the value that marks this acquisition on the nodes, as
+                 redlock status -json shows it: a random id, then a space
+                 and the label when there is one
+  REDLOCK_FENCE  with -fencing: the fencing token, a number larger than
+                 that of every earlier holder of the key; pass it to the
+                 store the lock protects, so that it can refuse the writes
+                 of a holder that lost the lock without knowing it
+
+Redlock lock holds a lock without a command.
+
+%[2]s
+%[3]s
+Flags:
+`, exitLockLost, runExitHelp("run"), nodesHelp)
+	cfg := defaultRunConfig("run")
+	runFlags(&cfg, w).PrintDefaults()
+}
+
+// validate checks the flags and parses the nodes.
+func (c *runConfig) validate() ([]nodeSpec, error) {
+	switch {
+	case c.key == "":
+		return nil, errors.New("-key is required")
+	case c.shell != "" && len(c.argv) > 0:
+		return nil, fmt.Errorf("-command (-c) and a command after the flags exclude each other, got %q", c.argv[0])
+	case c.name == "run" && c.shell == "" && len(c.argv) == 0:
+		return nil, errors.New("no command given: redlock run [flags] -- command [args...]; redlock lock holds a lock without one")
+	case c.ttl <= 0:
+		return nil, fmt.Errorf("-ttl must be positive, got %v", c.ttl)
+	case c.noWait && c.wait.d > 0:
+		return nil, errors.New("-wait and -no-wait exclude each other")
+	case c.conflictCode < 0 || c.conflictCode > 255:
+		return nil, fmt.Errorf("-conflict-exit-code must be in [0, 255], got %d", c.conflictCode)
+	case c.grace <= 0:
+		return nil, fmt.Errorf("-grace must be positive, got %v", c.grace)
+	case c.maxHold < 0:
+		return nil, fmt.Errorf("-max-hold must not be negative, got %v", c.maxHold)
+	case c.nodeTimeout < 0:
+		return nil, fmt.Errorf("-node-timeout must not be negative, got %v", c.nodeTimeout)
+	case c.permitsSet && c.permits < 1:
+		return nil, fmt.Errorf("-permits must be at least 1, got %d", c.permits)
+	case c.shared && c.exclusive:
+		return nil, errors.New("-shared and -exclusive exclude each other")
+	case c.exclusive && c.permits > 0:
+		return nil, errors.New("-exclusive and -permits exclude each other: a permit is neither shared nor exclusive")
+	case c.shared && c.permits > 0:
+		return nil, errors.New("-shared and -permits exclude each other: a permit is neither shared nor exclusive")
+	case (c.shared || c.permits > 0) && c.fencing:
+		return nil, fmt.Errorf("-fencing works only with an exclusive lock, not with %s", c.mode())
+	case (c.shared || c.permits > 0) && c.owner != "":
+		return nil, fmt.Errorf("-owner works only with an exclusive lock, not with %s", c.mode())
+	}
+	if c.shell != "" {
+		sh := os.Getenv("SHELL")
+		if sh == "" {
+			sh = "/bin/sh"
+		}
+		c.argv = []string{sh, "-c", c.shell}
+	}
+	if !c.labelSet {
+		c.label = defaultLabel()
+	}
+	return parseNodes(c.nodes)
+}
+
+// defaultLabel is the label of a lock without -label: host:pid, so that
+// redlock status can say who holds a lock.
+func defaultLabel() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	l := host + ":" + strconv.Itoa(os.Getpid())
+	if len(l) > redlock.MaxLabelLen {
+		l = l[len(l)-redlock.MaxLabelLen:]
+	}
+	return l
+}
+
+// mode names what the run takes, for messages: "-shared", "-permits k",
+// or "an exclusive lock".
+func (c *runConfig) mode() string {
+	switch {
+	case c.shared:
+		return "-shared"
+	case c.permits > 0:
+		return fmt.Sprintf("-permits %d", c.permits)
+	}
+	return "an exclusive lock"
+}
+
+// tryOnce reports whether the lock is tried once rather than waited for.
+func (c *runConfig) tryOnce() bool {
+	return c.noWait || (c.wait.set && c.wait.d == 0)
+}
+
+// options returns the Client's options. The retry delay is longer than the
+// library's default: a release wakes the waiters at once on pub/sub, so the
+// jittered retry only matters when a holder died and its key expires, and
+// a tool that may wait for minutes need not poll every node 10 times a
+// second for that.
+func (c *runConfig) options(attempts *attemptLog) []redlock.Option {
+	nt := c.nodeTimeout
+	if nt == 0 {
+		nt = min(max(c.ttl/10, 2*time.Millisecond), maxNodeTimeout)
+	}
+	return []redlock.Option{
+		redlock.WithTTL(c.ttl),
+		redlock.WithAutoExtend(true),
+		redlock.WithKeyPrefix(c.prefix),
+		redlock.WithMaxHold(c.maxHold),
+		redlock.WithNodeTimeout(nt),
+		redlock.WithRetryDelay(50*time.Millisecond, 500*time.Millisecond),
+		redlock.WithFencing(c.fencing),
+		redlock.WithOwner(c.owner),
+		redlock.WithLabel(c.label),
+		redlock.WithObserver(attempts),
+	}
+}
