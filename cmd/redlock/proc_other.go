@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"os"
+	"strconv"
 )
 
 // runSupported says whether this platform has what run needs: signals and
@@ -23,6 +24,8 @@ func terminalSignal(os.Signal) bool { return false }
 
 type child struct{ group bool }
 
+type waitStatus = int
+
 func startChild(argv, env []string, foreground bool) (*child, error) {
 	return nil, errors.New("run is not supported on this platform")
 }
@@ -30,12 +33,14 @@ func startChild(argv, env []string, foreground bool) (*child, error) {
 func (c *child) signal(os.Signal) error { return nil }
 func (c *child) groupAlive() bool       { return false }
 func (c *child) pid() int               { return 0 }
-func (c *child) wait() (*os.ProcessState, error) {
-	return nil, errors.New("run is not supported on this platform")
+func (c *child) finish(bool)            {}
+func (c *child) wait() (waitStatus, error) {
+	return 0, errors.New("run is not supported on this platform")
 }
 
 func signalName(sig os.Signal) string { return sig.String() }
 
-func exitStatus(ps *os.ProcessState) int { return ps.ExitCode() }
-func signalStatus(os.Signal) int         { return exitFail }
-func startStatus(error) int              { return exitCannotRun }
+func exitStatus(code int) int      { return code }
+func describeExit(code int) string { return "exit status " + strconv.Itoa(code) }
+func signalStatus(os.Signal) int   { return exitFail }
+func startStatus(error) int        { return exitCannotRun }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -33,28 +34,27 @@ func terminalSignal(sig os.Signal) bool {
 	return sig == syscall.SIGINT || sig == syscall.SIGQUIT
 }
 
-// child is the command that run runs under the lock.
+// child is the command that run runs under the lock. How it is started and
+// waited for depends on the platform (startChild): on Linux a supervisor
+// process stands between run and the command, so that the command's whole
+// tree dies with run.
 type child struct {
-	cmd *exec.Cmd
+	// proc is the command's process, for signals: on Linux it holds a
+	// pidfd, so that a signal never reaches another process that reused
+	// the command's id once it was reaped.
+	proc *os.Process
 	// group is set when the command leads a process group of its own:
 	// signals then go to the whole group, so that the commands a shell
 	// script started stop too.
 	group bool
+	// waitFn waits for the command to exit and returns its status.
+	waitFn func() (waitStatus, error)
+	// finishFn is called once run is done with the command, after wait.
+	finishFn func(keep bool)
 }
 
-// startChild starts argv with the given extra environment, its stdio
-// connected to run's. Unless foreground is set, the command gets a process
-// group of its own.
-func startChild(argv, env []string, foreground bool) (*child, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = sysProcAttr(!foreground)
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return &child{cmd: cmd, group: !foreground}, nil
-}
+// waitStatus is how a command ended.
+type waitStatus = syscall.WaitStatus
 
 // signal sends sig to the command, or to its process group. SIGTERM and
 // SIGHUP are followed by SIGCONT, as systemd does, so that a stopped
@@ -76,33 +76,50 @@ func (c *child) send(sig os.Signal) error {
 		// The kernel does not reuse a process id while a group still
 		// bears it, so this cannot hit another group while the command
 		// or one of its group lives.
-		return syscall.Kill(-c.cmd.Process.Pid, sig.(syscall.Signal))
+		return syscall.Kill(-c.proc.Pid, sig.(syscall.Signal))
 	}
-	return c.cmd.Process.Signal(sig)
+	return c.proc.Signal(sig)
 }
 
-func (c *child) pid() int { return c.cmd.Process.Pid }
+func (c *child) pid() int { return c.proc.Pid }
 
-// wait waits for the command to exit and reaps it.
-func (c *child) wait() (*os.ProcessState, error) {
-	err := c.cmd.Wait()
-	return c.cmd.ProcessState, err
+// wait waits for the command to exit, and returns its status.
+func (c *child) wait() (waitStatus, error) { return c.waitFn() }
+
+// finish tells the platform's side that run is done with the command, once
+// wait has returned. With keep, what the command left running in the
+// background stays, as it would without run. Without it, on Linux, every
+// process left of the command's tree is killed, even one that left its
+// process group: the lock was lost, or run could not tell how the command
+// ended.
+func (c *child) finish(keep bool) {
+	if c.finishFn != nil {
+		c.finishFn(keep)
+	}
 }
 
 // groupAlive reports whether a process of the command's group is still
 // running, such as one a shell script started in the background. It is
 // false without a group of its own.
 func (c *child) groupAlive() bool {
-	return c.group && groupAlive(c.cmd.Process.Pid)
+	return c.group && groupAlive(c.proc.Pid)
 }
 
 // exitStatus is the status run exits with for a command that ended with
-// ps: its exit code, or 128 plus the signal that killed it, as shells do.
-func exitStatus(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+// ws: its exit code, or 128 plus the signal that killed it, as shells do.
+func exitStatus(ws waitStatus) int {
+	if ws.Signaled() {
 		return exitSignalBase + int(ws.Signal())
 	}
-	return ps.ExitCode()
+	return ws.ExitStatus()
+}
+
+// describeExit says how the command ended, for -v.
+func describeExit(ws waitStatus) string {
+	if ws.Signaled() {
+		return "killed by " + signalName(ws.Signal())
+	}
+	return fmt.Sprintf("exit status %d", ws.ExitStatus())
 }
 
 // signalStatus is the status for a run that a signal ended: 128 plus its
@@ -114,9 +131,21 @@ func signalStatus(sig os.Signal) int {
 	return exitFail
 }
 
+// startError is a command that could not be started, with the status that
+// says why.
+type startError struct {
+	code int
+	msg  string
+}
+
+func (e *startError) Error() string { return e.msg }
+
 // startStatus is the status for a command that could not be started, as
 // env(1) and timeout(1) have it: 127 when it was not found, 126 otherwise.
 func startStatus(err error) int {
+	if se := (*startError)(nil); errors.As(err, &se) {
+		return se.code
+	}
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 		return exitNotFound
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -141,8 +142,11 @@ while :; do sleep 0.02; done`, tt.want, strings.TrimPrefix(signalName(tt.sig), "
 	}
 }
 
-// A majority of nodes dies while the command runs: the lock is lost, the
-// command (and its process group) gets SIGTERM, and run exits 76.
+// A majority of nodes dies, or forgets the key, while the command runs. When
+// they die, renewals fail, and the command (and its process group) gets
+// SIGTERM -grace before the validity ends, and SIGKILL at its end. When they
+// forget the key, the next renewal finds the lock lost: SIGTERM at once,
+// SIGKILL -grace later. Either way run exits 76.
 func TestRunLockLost(t *testing.T) {
 	requireProc(t)
 	const (
@@ -151,15 +155,18 @@ func TestRunLockLost(t *testing.T) {
 	)
 	for _, tt := range []struct {
 		name     string
+		forget   bool   // FLUSHALL on the majority rather than killing it
 		trap     string // the command's response to SIGTERM
 		bg       string // a job the command starts in the background
 		grace    time.Duration
 		wantTerm bool   // the command saw SIGTERM and exited
 		stderr   string // in run's stderr
 	}{
-		{"command exits on SIGTERM", exitOnTerm, bgJob, 5 * time.Second, true, "sending SIGTERM to the command"},
-		{"command ignores SIGTERM", `trap '' TERM`, bgJob, 300 * time.Millisecond, false, "the command did not exit within -grace 300ms of SIGTERM; sending SIGKILL"},
-		{"background job ignores SIGTERM", exitOnTerm, `(trap '' TERM; exec sleep 60)`, 300 * time.Millisecond, true, "sending SIGKILL to what is left of the command's process group"},
+		{"command exits on SIGTERM", false, exitOnTerm, bgJob, 600 * time.Millisecond, true, "sending SIGTERM to the command, and SIGKILL when the lock ends"},
+		{"command ignores SIGTERM", false, `trap '' TERM`, bgJob, 300 * time.Millisecond, false, "the command did not exit by the end of the lock's validity; sending SIGKILL"},
+		{"background job ignores SIGTERM", false, exitOnTerm, `(trap '' TERM; exec sleep 60)`, 300 * time.Millisecond, true, "sending SIGKILL to what is left of the command's process group"},
+		{"key forgotten", true, exitOnTerm, bgJob, 600 * time.Millisecond, true, "lock lost"},
+		{"key forgotten, command ignores SIGTERM", true, `trap '' TERM`, bgJob, 300 * time.Millisecond, false, "the command did not exit by the end of -grace 300ms after SIGTERM; sending SIGKILL"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			servers, nodes := startNodes(t, 5)
@@ -169,23 +176,26 @@ func TestRunLockLost(t *testing.T) {
 echo started >> "$OUT"
 while :; do sleep 0.02; done`
 			p := startRedlock(t, []string{"OUT=" + out, "PIDFILE=" + pidFile},
-				"run", "--nodes", nodes, "--key", "lost", "--ttl", "1s", "--grace", tt.grace.String(), "--", "sh", "-c", script)
+				"run", "--nodes", nodes, "--key", "lost", "--ttl", "2s", "--grace", tt.grace.String(), "--", "sh", "-c", script)
 			eventually(t, 10*time.Second, "command started", func() bool { return fileHas(out, "started") })
 			bg := readPID(t, pidFile)
 
 			killed := time.Now()
 			for _, s := range servers[:3] {
-				s.Kill()
+				if tt.forget {
+					require.NoError(t, s.NewClient(t).FlushAll(context.Background()).Err())
+				} else {
+					s.Kill()
+				}
 			}
 			code := p.wait(t, 15*time.Second)
 			took := time.Since(killed)
 			stderr := p.errText()
 			require.Equal(t, exitLockLost, code, "exit status: got %d, want %d; stderr:\n%s", code, exitLockLost, stderr)
-			require.Contains(t, stderr, "lock lost")
 			require.Contains(t, stderr, tt.stderr)
 			require.Equal(t, tt.wantTerm, fileHas(out, "got TERM"), "the command's SIGTERM trap ran: got %v, want %v", !tt.wantTerm, tt.wantTerm)
-			// The loss comes within a TTL of the kill; then the grace.
-			require.Less(t, took, time.Second+tt.grace+3*time.Second, "exit %v after the kill", took)
+			// The loss comes within a TTL of the fault; then the grace.
+			require.Less(t, took, 2*time.Second+tt.grace+3*time.Second, "exit %v after the fault", took)
 			eventually(t, 5*time.Second, "background job of the command gone", func() bool { return processGone(bg) })
 		})
 	}

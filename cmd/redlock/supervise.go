@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -34,24 +35,46 @@ func (r *runner) supervise(ctx context.Context, l *redlock.Lock, sigs <-chan os.
 	r.verbose("started pid %d: %s", ch.pid(), strings.Join(r.cfg.argv, " "))
 
 	type result struct {
-		ps  *os.ProcessState
+		ws  waitStatus
 		err error
 	}
 	exited := make(chan result, 1)
 	go func() {
-		ps, err := ch.wait()
-		exited <- result{ps, err}
+		ws, err := ch.wait()
+		exited <- result{ws, err}
 	}()
 
+	// The command is stopped -grace before the lock's validity ends when
+	// renewals have not extended it by then, so that the grace ends by
+	// Until: past Until another client may hold the lock.
+	began := time.Now()
+	term := time.NewTimer(time.Until(l.Until().Add(-r.cfg.grace)))
+	defer term.Stop()
+	var kill *time.Timer
+	defer func() {
+		if kill != nil {
+			kill.Stop()
+		}
+	}()
 	var (
 		lost     error            // why the lock was lost, once it was
+		stopped  string           // why run stopped the command, once it did
 		lockDone = l.Done()       // nil once lost
 		ctxDone  = ctx.Done()     // nil once handled
-		killAt   <-chan time.Time // fires -grace after the loss
+		termAt   = term.C         // nil once the command is being stopped
+		killAt   <-chan time.Time // fires when the command's time is up
 		deadline time.Time        // when killAt fires
 		killed   bool             // SIGKILL was sent
 		res      result
 	)
+	// stop sends SIGTERM and arms SIGKILL for the deadline.
+	stop := func(why string, by time.Time) {
+		stopped, termAt = why, nil
+		r.signal(ch, sigTERM)
+		deadline = by
+		kill = time.NewTimer(time.Until(by))
+		killAt = kill.C
+	}
 loop:
 	for {
 		select {
@@ -67,30 +90,45 @@ loop:
 		case <-ctxDone:
 			ctxDone = nil
 			r.signal(ch, sigTERM)
+		case <-termAt:
+			until := l.Until()
+			left := time.Until(until)
+			if left > r.cfg.grace {
+				term.Reset(left - r.cfg.grace) // extended meanwhile
+				continue
+			}
+			why := "renewals have not extended it"
+			if r.cfg.maxHold > 0 && time.Since(began)+left >= r.cfg.maxHold-r.cfg.ttl/3 {
+				why = fmt.Sprintf("-max-hold %v ends it", r.cfg.maxHold)
+			}
+			r.say("lock %q ends in %v: %s; sending SIGTERM to the command, and SIGKILL when the lock ends",
+				r.cfg.key, left.Round(time.Millisecond), why)
+			stop(why, until)
 		case <-lockDone:
 			lockDone = nil
 			lost = l.Err()
-			r.say("lock %q lost: %v; sending SIGTERM to the command, and SIGKILL in %v", r.cfg.key, lost, r.cfg.grace)
-			r.signal(ch, sigTERM)
-			deadline = time.Now().Add(r.cfg.grace)
-			t := time.NewTimer(r.cfg.grace)
-			defer t.Stop()
-			killAt = t.C
+			if killAt == nil {
+				r.say("lock %q lost: %v; sending SIGTERM to the command, and SIGKILL in %v", r.cfg.key, lost, r.cfg.grace)
+				stop("the lock was lost", time.Now().Add(r.cfg.grace))
+			} else {
+				r.say("lock %q lost: %v", r.cfg.key, lost)
+			}
 		case <-killAt:
 			killAt, killed = nil, true
-			r.say("the command did not exit within -grace %v of SIGTERM; sending SIGKILL", r.cfg.grace)
+			r.say("the command did not exit by %s; sending SIGKILL", r.graceEnd(stopped))
 			r.signal(ch, sigKILL)
 		}
 	}
-	if res.ps == nil {
+	if res.err != nil {
 		// Wait failed without the command having been reaped; there is
 		// no status to pass on.
 		r.say("waiting for the command: %v", res.err)
+		ch.finish(false)
 		r.release(l)
 		return exitFail
 	}
-	code := exitStatus(res.ps)
-	r.verbose("the command exited: %v", res.ps)
+	code := exitStatus(res.ws)
+	r.verbose("the command exited: %s", describeExit(res.ws))
 
 	if lost == nil {
 		// A loss that coincides with the exit counts: the command may have
@@ -99,22 +137,40 @@ loop:
 		case <-l.Done():
 			lost = l.Err()
 			r.say("lock %q lost as the command exited: %v", r.cfg.key, lost)
-			r.signal(ch, sigTERM) // what the command left in its group
-			deadline = time.Now().Add(r.cfg.grace)
+			if stopped == "" {
+				r.signal(ch, sigTERM) // what the command left in its group
+				deadline = time.Now().Add(r.cfg.grace)
+			}
 		default:
 		}
 	}
-	if lost != nil {
+	if lost != nil || stopped != "" {
 		if !killed {
 			r.stopGroup(ch, deadline)
 		}
+		// Whatever is left of the command's tree, even outside its group,
+		// goes too.
+		ch.finish(false)
 		// Clear what is left on the nodes that still hold the token.
 		r.release(l)
-		r.say("exiting %d: the lock was lost while the command ran (the command's own status was %d)", exitLockLost, code)
+		if lost != nil {
+			r.say("exiting %d: the lock was lost while the command ran (the command's own status was %d)", exitLockLost, code)
+		} else {
+			r.say("exiting %d: the command was stopped because %s (its own status was %d)", exitLockLost, stopped, code)
+		}
 		return exitLockLost
 	}
+	ch.finish(true)
 	r.release(l)
 	return code
+}
+
+// graceEnd says when the command's time ran out, for a message.
+func (r *runner) graceEnd(stopped string) string {
+	if stopped == "the lock was lost" {
+		return fmt.Sprintf("the end of -grace %v after SIGTERM", r.cfg.grace)
+	}
+	return "the end of the lock's validity"
 }
 
 // signal sends sig to the command, and complains if that fails.
