@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -34,8 +35,9 @@ const (
 	// without persistence, for example, or clocks that disagree.
 	SeverityWarning
 	// SeverityCritical breaks the algorithm's assumptions now: a replica,
-	// two nodes that are one server, an unreachable node, a policy that
-	// evicts lock keys, a node without scripting.
+	// two nodes that are one server, an unreachable node, a node that
+	// refuses the client's credentials or DB, a policy that evicts lock
+	// keys, a node without scripting.
 	SeverityCritical
 )
 
@@ -57,7 +59,13 @@ type Finding struct {
 	// Severity ranks it.
 	Severity Severity
 	// Check names what was checked:
-	//   - "reachable": the node answered;
+	//   - "reachable": the node answered (the finding names what happened
+	//     when it did not: a refused connection, a host name that does not
+	//     resolve, no answer in time);
+	//   - "auth": the server accepted the client's credentials (a refusal,
+	//     WRONGPASS or NOAUTH, is quoted);
+	//   - "db": the server has the client's DB (SELECT 99 on a server of 16
+	//     fails);
 	//   - "role": it is a master, not a replica or a Sentinel (READONLY
 	//     errors land here too);
 	//   - "replicas": a failover cannot lose its acknowledged keys: it
@@ -72,7 +80,13 @@ type Finding struct {
 	//   - "version": it is recent enough for the commands the library sends;
 	//   - "scripting": EVAL and EVALSHA work;
 	//   - "acl": commands the user may not run (NOPERM), and the lock keys
-	//     and release channels under the key prefix that it may not write.
+	//     and release channels under the key prefix that it may not write;
+	//   - "count": there are enough nodes to survive one failure, 3 at
+	//     least (Node -1);
+	//   - "quorum": every node could be checked; a minority that could not
+	//     (any of the failures of "reachable", "auth", "db" and "acl") is a
+	//     warning, since locks still work with fewer failures to spare, and
+	//     a majority is critical, since no lock can be taken (Node -1).
 	Check string
 	// Node is the node's index in the slice given to New, or -1 for a
 	// finding about the deployment as a whole.
@@ -157,7 +171,7 @@ func (r *Report) String() string {
 	for _, n := range r.Nodes {
 		if n.Err != nil {
 			// In the last column, which does not widen the others.
-			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\tunreachable: %v\n", n.Index, n.Addr, n.Err)
+			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\tfailed: %v\n", n.Index, n.Addr, n.Err)
 			continue
 		}
 		aof := "no"
@@ -268,12 +282,15 @@ const checkSrc = "return 1"
 var checkScript = redis.NewScript(checkSrc)
 
 // Check verifies the nodes against the assumptions of docs/SAFETY.md, and
-// reports each finding with its severity and fix: every node answers, is a
+// reports each finding with its severity and fix: there are at least 3
+// nodes; every node answers, accepts the client's credentials and DB, is a
 // master and a distinct server, cannot evict lock keys, keeps acknowledged
 // writes across a crash, runs scripts and a recent enough Redis, and has a
-// clock that runs at our rate and agrees with the others'. It only reads
-// (ROLE, INFO, CONFIG GET, TIME, and a script that returns 1), and never
-// changes a node.
+// clock that runs at our rate and agrees with the others'; and how many of
+// them may still fail. It only reads (ROLE, INFO, CONFIG GET, TIME, and a
+// script that returns 1), apart from a probe of the ACL that writes keys
+// and a release channel under the key prefix and deletes the keys at once,
+// and never changes a node's settings.
 //
 // The nodes are checked at once. Each gets as long as the node timeout, at
 // least 500ms, plus the 100ms between its two clock samples; a node that has
@@ -427,7 +444,7 @@ func (n *node) probe(ctx context.Context) *probe {
 		p.cluster = pl.ClusterInfo(ctx)
 	}
 	p.sent = time.Now()
-	_, _ = pl.Exec(ctx) // each command keeps its own error
+	n.execDiag(ctx, pl) // each command keeps its own error
 	p.recv = time.Now()
 	return p
 }
@@ -707,13 +724,7 @@ func (c *Client) findings(facts []nodeFacts) []Finding {
 	for i := range facts {
 		f := &facts[i]
 		if !f.reached {
-			left := fmt.Sprintf("%d more can fail before no lock can be taken", len(facts)-down-c.quorum)
-			if len(facts)-down < c.quorum {
-				left = fmt.Sprintf("fewer than the quorum of %d are up, so no lock can be taken", c.quorum)
-			}
-			add(SeverityCritical, "reachable", f, fmt.Sprintf("the node did not answer: %v; with %d of %d nodes down, %s",
-				f.Err, down, len(facts), left),
-				"bring the node back, or fix its address or credentials in its go-redis client")
+			c.checkFailed(f, down, len(facts), add)
 			continue
 		}
 		add(SeverityOK, "reachable", f, fmt.Sprintf("answered in %v", f.RTT.Round(10*time.Microsecond)), "")
@@ -728,6 +739,8 @@ func (c *Client) findings(facts []nodeFacts) []Finding {
 		c.checkACL(f, add)
 		c.checkKeyspace(f, add)
 	}
+	c.checkCount(len(facts), add)
+	c.checkQuorum(facts, down, add)
 	c.checkSpread(facts, add)
 	slices.SortStableFunc(out, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(b.Severity, a.Severity), cmp.Compare(a.Node, b.Node))
@@ -736,6 +749,112 @@ func (c *Client) findings(facts []nodeFacts) []Finding {
 }
 
 type addFunc func(sev Severity, check string, f *nodeFacts, msg, fix string)
+
+// troubleOf names what kept a node from being checked: the check whose
+// finding reports it ("auth", "db", "acl" or "reachable"), and a few words
+// for the deployment's summary.
+func troubleOf(err error) (check, what string) {
+	var dns *net.DNSError
+	switch {
+	case isAuthErr(err):
+		return "auth", "refused the client's credentials"
+	case isDBErr(err):
+		return "db", "refused the client's DB"
+	case redis.IsPermissionError(err):
+		return "acl", "refused every command to the client's user"
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return "reachable", "has a host name that does not resolve"
+	case errors.As(err, &dns):
+		return "reachable", "has a host name that could not be looked up"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "reachable", "refused the connection"
+	case errors.Is(err, ErrNodeTimeout):
+		return "reachable", "did not answer in time"
+	}
+	return "reachable", "did not answer"
+}
+
+// checkFailed reports a node that Check could not read, under the check
+// that names why: its credentials or DB refused, an ACL that allows none of
+// Check's commands, or no answer at all. down is the number of such nodes,
+// of n.
+func (c *Client) checkFailed(f *nodeFacts, down, n int, add addFunc) {
+	left := fmt.Sprintf("with %d of %d nodes failing, %d more can fail before no lock can be taken", down, n, n-down-c.quorum)
+	if n-down < c.quorum {
+		left = fmt.Sprintf("with %d of %d nodes failing, fewer than the quorum of %d are up, so no lock can be taken", down, n, c.quorum)
+	}
+	check, what := troubleOf(f.Err)
+	switch check {
+	case "auth":
+		add(SeverityCritical, "auth", f, fmt.Sprintf("the server refused the client's credentials: %v; %s", f.Err, left),
+			"give the node's go-redis client the user and password the server expects (Options.Username, Options.Password), "+
+				"or give that user that password on the server (ACL SETUSER <user> on >password, or requirepass for the default user)")
+	case "db":
+		add(SeverityCritical, "db", f, fmt.Sprintf("the server refused the client's DB: %v; %s", f.Err, left),
+			"give the node's go-redis client a DB the server has (Options.DB: 0 to databases-1, 16 by default; "+
+				"a Redis Cluster has DB 0 only), or raise databases in the server's config")
+	case "acl":
+		add(SeverityCritical, "acl", f, fmt.Sprintf("the user may run none of the commands Check sends, "+
+			"and the locks need some of them: %v; %s", f.Err, left),
+			"grant the client's user the commands the library runs (+@all, or see docs/DEPLOYMENT.md)")
+	default:
+		add(SeverityCritical, "reachable", f, fmt.Sprintf("the node %s: %v; %s", what, f.Err, left),
+			"bring the node back, or fix its address in its go-redis client")
+	}
+}
+
+// minNodes is the fewest nodes with which a lock survives the failure of
+// one: Redlock wants independent masters, 3 at least and usually 5.
+const minNodes = 3
+
+// checkCount reports a deployment of fewer than minNodes nodes, whose
+// quorum is every node.
+func (c *Client) checkCount(n int, add addFunc) {
+	if n >= minNodes {
+		add(SeverityOK, "count", nil, fmt.Sprintf("%d nodes, a quorum of %d: %d of them may fail and locks still work", n, c.quorum, n-c.quorum), "")
+		return
+	}
+	s := "s"
+	if n == 1 {
+		s = ""
+	}
+	add(SeverityWarning, "count", nil, fmt.Sprintf("%d node%s: the lock survives no node failure, and without persistence "+
+		"a restart forgets it; Redlock wants independent masters, at least %d (5 is usual)", n, s, minNodes),
+		fmt.Sprintf("run at least %d independent Redis masters, on machines that fail independently", minNodes))
+}
+
+// checkQuorum sums up the nodes that Check could not read (down of them):
+// a minority leaves locks working with fewer failures to spare, which
+// nothing else shows, since every call still succeeds; a majority leaves
+// no quorum.
+func (c *Client) checkQuorum(facts []nodeFacts, down int, add addFunc) {
+	n := len(facts)
+	if down == 0 {
+		add(SeverityOK, "quorum", nil, fmt.Sprintf("every node answered: %d can fail before no lock can be taken", n-c.quorum), "")
+		return
+	}
+	var b strings.Builder
+	for i := range facts {
+		f := &facts[i]
+		if f.reached {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		_, what := troubleOf(f.Err)
+		fmt.Fprintf(&b, "node %d (%s) %s: %s", f.Index, f.Addr, what, bare(f.Err))
+	}
+	const fix = "fix each node named here: each has a finding of its own that says how"
+	if n-down < c.quorum {
+		add(SeverityCritical, "quorum", nil, fmt.Sprintf("no lock can be taken: %d of %d nodes failed (%s), "+
+			"leaving %d, fewer than the quorum of %d", down, n, b.String(), n-down, c.quorum), fix)
+		return
+	}
+	add(SeverityWarning, "quorum", nil, fmt.Sprintf("locks work, but with fewer failures to spare: %d of %d nodes failed (%s), "+
+		"so %d more can fail before no lock can be taken, where %d nodes should survive %d", down, n, b.String(),
+		n-down-c.quorum, n, n-c.quorum), fix)
+}
 
 // checkCluster reports a Redis Cluster node's state: every slot must be
 // served, or the locks whose keys live in the missing slots cannot be taken
@@ -833,8 +952,9 @@ func (c *Client) checkDistinct(f *nodeFacts, all []nodeFacts, add addFunc) {
 	for _, o := range all[:f.Index] {
 		if o.RunID == f.RunID {
 			add(SeverityCritical, "distinct", f, fmt.Sprintf("node %d (%s) and node %d (%s) are one Redis server "+
-				"(run_id %s): a quorum of nodes is then fewer independent servers, and one crash, restart or pause "+
-				"of it costs both votes at once; two names of one host, or two DBs of one server, are still one node", o.Index, o.Addr, f.Index, f.Addr, short(f.RunID)),
+				"(run_id %s), which counts twice in the quorum: a quorum of nodes is then fewer independent servers, "+
+				"and one crash, restart or pause of it costs both votes at once; two names of one host, or two DBs of "+
+				"one server, are still one node", o.Index, o.Addr, f.Index, f.Addr, short(f.RunID)),
 				fmt.Sprintf("give each node its own Redis server, on its own machine; drop node %d or point it at another server", f.Index))
 			return
 		}

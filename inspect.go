@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -109,8 +110,9 @@ type NodeHolding struct {
 	// expiry, and 0 for a free key.
 	PTTL time.Duration
 	// Err is why the node could not answer, as a *NodeError: a network or
-	// Redis error, or ErrNodeTimeout. The other fields but Index and Addr
-	// are then zero. A key of a foreign type is not an error.
+	// Redis error (a refused AUTH or SELECT among them, in the server's
+	// words), or ErrNodeTimeout. The other fields but Index and Addr are
+	// then zero. A key of a foreign type is not an error.
 	Err error
 }
 
@@ -221,18 +223,17 @@ func readHolding(ctx context.Context, n *node, rkey string) NodeHolding {
 		zset *redis.ZSliceCmd
 		now  *redis.TimeCmd
 	)
-	// The error of Exec is the first command's error, and GET, HGETALL and
-	// ZRANGE always fail on a key of another type: each command's own
-	// error is read instead.
-	_, _ = n.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		typ = p.Type(ctx, rkey)
-		pttl = p.PTTL(ctx, rkey)
-		get = p.Get(ctx, rkey)
-		hash = p.HGetAll(ctx, rkey)
-		zset = p.ZRangeWithScores(ctx, rkey, 0, -1)
-		now = p.Time(ctx)
-		return nil
-	})
+	// GET, HGETALL and ZRANGE always fail on a key of another type: each
+	// command's own error is read, and only a command without a reply
+	// takes the transaction's (see execDiag).
+	tx := n.client.TxPipeline()
+	typ = tx.Type(ctx, rkey)
+	pttl = tx.PTTL(ctx, rkey)
+	get = tx.Get(ctx, rkey)
+	hash = tx.HGetAll(ctx, rkey)
+	zset = tx.ZRangeWithScores(ctx, rkey, 0, -1)
+	now = tx.Time(ctx)
+	n.execDiag(ctx, tx)
 	fail := func(err error) NodeHolding {
 		return NodeHolding{Index: n.index, Addr: n.addr, Err: &NodeError{Index: n.index, Addr: n.addr, Err: nodeErr(err)}}
 	}
@@ -296,6 +297,78 @@ func readHolding(ctx context.Context, n *node, rkey string) NodeHolding {
 	}
 	nh.PTTL = pttl.Val()
 	return nh
+}
+
+// errUnanswered is the error of a command of Inspect or Check that go-redis
+// left with neither a reply nor an error.
+var errUnanswered = errors.New("redlock: go-redis gave the command neither a reply nor an error")
+
+// execDiag sends a pipeline (or a transaction) of Inspect or Check, and
+// makes sure that every command ends with its reply or an error. When a new
+// connection fails its setup (AUTH with a wrong password, SELECT of a DB the
+// server does not have), go-redis (v9.22) returns the server's refusal from
+// Exec but leaves each command's error nil, and its value zero: a TYPE of ""
+// that would read as a foreign key, a TIME of year 1 that would put the
+// node's clock 2562047h behind. Such a command gets the pipeline's error
+// instead, which names the real cause. The lock path guards against the
+// same in internal/transport (errNoReply).
+func (n *node) execDiag(ctx context.Context, pl redis.Pipeliner) {
+	cmds := pl.Cmds()
+	for _, c := range cmds {
+		c.SetErr(errUnanswered)
+	}
+	_, err := pl.Exec(ctx)
+	if err == nil {
+		err = errUnanswered
+	} else {
+		err = n.setupErr(err)
+	}
+	for _, c := range cmds {
+		if errors.Is(c.Err(), errUnanswered) {
+			c.SetErr(err)
+		}
+	}
+}
+
+// setupErr names the step of a connection's setup that err comes from,
+// when its words tell: the login (AUTH) or the choice of DB (SELECT).
+func (n *node) setupErr(err error) error {
+	switch {
+	case isAuthErr(err):
+		return fmt.Errorf("AUTH: %w", err)
+	case isDBErr(err):
+		if rc, ok := n.client.(*redis.Client); ok {
+			return fmt.Errorf("SELECT %d: %w", rc.Options().DB, err)
+		}
+		return fmt.Errorf("SELECT: %w", err)
+	}
+	return err
+}
+
+// isAuthErr reports a server's refusal of the client's credentials: WRONGPASS
+// (a wrong password, an unknown or disabled user), NOAUTH (none given), or
+// the words of Redis before 6 and of a server without a password.
+func isAuthErr(err error) bool {
+	if redis.IsAuthError(err) {
+		return true
+	}
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "ERR") && (strings.Contains(msg, "password") || strings.Contains(msg, "AUTH"))
+}
+
+// isDBErr reports a server's refusal of the client's DB: a DB index out of
+// range, or any DB but 0 on a Redis Cluster node.
+func isDBErr(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "ERR") && (strings.Contains(msg, "DB index") || strings.Contains(msg, "SELECT"))
 }
 
 // ownerLayout reads the fields of a hash as an owner lock: a field "owner",

@@ -595,3 +595,54 @@ func (l *Lock) extendTTL(start time.Time) (ttl time.Duration, ok bool) {
 	}
 	return ttl, ok
 }
+
+// Release ends the hold of key whose token is token, as Unlock of the Lock
+// that took it would: a lock held by another Client or process, such as one
+// whose token `redlock lock` printed (Lock.Token). It is for exclusive
+// locks, plain or fenced, and with WithOwner for an owner's lock: opts must
+// give the WithOwner of the acquisition, and the Client its WithKeyPrefix.
+// Use ReleaseRead for a read lock and Semaphore.Release for a permit.
+//
+// It returns nil when a quorum of nodes released the hold, and otherwise
+// an error as Unlock's: it matches ErrNotHeld when too many nodes no longer
+// held the token (released, expired, or another token), and ErrUnconfirmed
+// when too few answered to tell. The Lock that holds the token, if any,
+// learns of it at its next renewal or Extend, and is lost. ctx does not
+// stop the release, which is bounded as Unlock's is. An empty key or token
+// gives an error that wraps ErrInvalidOption.
+func (c *Client) Release(ctx context.Context, key, token string, opts ...LockOption) error {
+	return c.releaseToken(key, token, opts, plainFlavour)
+}
+
+// releaseToken releases the hold of flavour fl on key whose value is token,
+// through the path of Unlock: a Lock that stands for the hold, with every
+// node marked held and nothing in flight.
+func (c *Client) releaseToken(key, value string, opts []LockOption, fl *flavour) error {
+	if value == "" {
+		return fmt.Errorf("%w: token must not be empty", ErrInvalidOption)
+	}
+	cfg, err := c.config(opts)
+	if err != nil {
+		return err
+	}
+	t, err := c.target([]string{key}, cfg, fl)
+	if err != nil {
+		return err
+	}
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.leave()
+	a := c.newAcquisition(cfg, []string{key}, t)
+	at := a.newAttempt()
+	at.value = token{value: value, arg: value, raw: []byte(value)}
+	held := make([]bool, len(c.nodes))
+	for i := range held {
+		held[i] = true
+	}
+	l := &Lock{c: c, att: at, cfg: cfg, t: t, until: c.now(), ttl: cfg.ttl, held: held, released: true, err: ErrUnlocked}
+	a.mu.Lock()
+	at.state, at.lock = won, l
+	a.mu.Unlock()
+	return l.release(false)
+}

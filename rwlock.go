@@ -61,3 +61,12 @@ func readQuorum(c *Client, _ int) int {
 	}
 	return c.quorum
 }
+
+// ReleaseRead ends the read hold on key whose token is token, as Unlock of
+// the Lock that RLock returned would: a reader of another Client or
+// process, such as one whose token `redlock lock -shared` printed. It
+// leaves the other readers' holds alone. The Client must have the
+// WithKeyPrefix of the acquisition. Its result is Release's.
+func (c *Client) ReleaseRead(ctx context.Context, key, token string, opts ...LockOption) error {
+	return c.releaseToken(key, token, opts, readerFlavour)
+}

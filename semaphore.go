@@ -188,3 +188,12 @@ func permitsMismatch(qerr *QuorumError) error {
 	}
 	return nil
 }
+
+// Release ends the permit whose token is token, as Unlock of the Lock that
+// Acquire returned would: a permit of another Client or process, such as
+// one whose token `redlock lock -permits` printed. It leaves the other
+// permits alone. The Client must have the WithKeyPrefix of the
+// acquisition. Its result is Client.Release's.
+func (s *Semaphore) Release(ctx context.Context, token string) error {
+	return s.c.releaseToken(s.key, token, s.opts, s.fl)
+}

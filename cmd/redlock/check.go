@@ -17,27 +17,29 @@ import (
 
 // checkConfig is the configuration of one check, from its flags.
 type checkConfig struct {
-	nodes   string
-	timeout time.Duration
-	ttl     time.Duration
-	json    bool
-	verbose bool
+	nodes       string
+	nodeTimeout time.Duration
+	ttl         time.Duration
+	nodeGuard   bool
+	json        bool
+	verbose     bool
 }
 
 func defaultCheckConfig() checkConfig {
-	return checkConfig{timeout: 2 * time.Second, ttl: defaultRunConfig("run").ttl}
+	return checkConfig{nodeTimeout: 2 * time.Second, ttl: defaultRunConfig("run").ttl}
 }
 
-func checkFlags(cfg *checkConfig, output io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("redlock check", flag.ContinueOnError)
-	fs.SetOutput(output)
+// checkFlags returns the flag set of check, which fills cfg. -h prints the
+// help on stdout, and a flag error goes to stderr.
+func checkFlags(cfg *checkConfig, stdout, stderr io.Writer) *flag.FlagSet {
+	fs := newFlagSet("check", checkHelp, stdout, stderr, map[string]string{"timeout": nodeTimeoutHint})
 	fs.StringVar(&cfg.nodes, "nodes", cfg.nodes, "comma-separated nodes: host:port or URLs (default $"+envNodes+")")
-	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "how long to wait for each node's answers (at least 500ms)")
-	fs.DurationVar(&cfg.ttl, "ttl", cfg.ttl, "the longest TTL your locks use: a node that restarts without its data must stay out that long, and the advice says so")
+	durationVar(fs, &cfg.nodeTimeout, "node-timeout", "the `duration` to wait for each node's answers (at least 500ms)")
+	durationVar(fs, &cfg.ttl, "ttl", "the `duration` of the longest TTL your locks use: a node that restarts without its data must stay out that long, and the advice says so")
+	fs.BoolVar(&cfg.nodeGuard, "node-guard", cfg.nodeGuard, "judge the nodes as for locks taken with -node-guard, which keeps a restarted node out for the TTL: a node without appendfsync always is then only info")
 	fs.BoolVar(&cfg.json, "json", cfg.json, "print JSON instead of text")
 	fs.BoolVar(&cfg.verbose, "verbose", cfg.verbose, "list the checks that passed too")
 	fs.BoolVar(&cfg.verbose, "v", cfg.verbose, "the same as -verbose")
-	fs.Usage = func() { checkHelp(fs.Output()) }
 	return fs
 }
 
@@ -79,12 +81,12 @@ With -json it prints one object:
 Flags:
 `, exitCheckWarning, exitUsage, exitCheckCritical, exitUnavailable, nodesHelp)
 	cfg := defaultCheckConfig()
-	checkFlags(&cfg, w).PrintDefaults()
+	checkFlags(&cfg, w, w).PrintDefaults()
 }
 
 func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := defaultCheckConfig()
-	fs := checkFlags(&cfg, stderr)
+	fs := checkFlags(&cfg, stdout, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -93,12 +95,12 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	specs, err := cfg.validate(fs.Args())
 	if err != nil {
-		fmt.Fprintf(stderr, "redlock check: %v\n(redlock help check prints the flags)\n", err)
-		return exitUsage
+		return usageError(stderr, "check", err)
 	}
 	client, done, code := connect("check", specs, stderr,
-		redlock.WithNodeTimeout(cfg.timeout),
+		redlock.WithNodeTimeout(cfg.nodeTimeout),
 		redlock.WithTTL(cfg.ttl),
+		redlock.WithNodeGuard(cfg.nodeGuard),
 		redlock.WithPubSub(false))
 	if client == nil {
 		return code
@@ -108,7 +110,7 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	// The ctx outlasts Check's own wait for the nodes (the node timeout,
 	// at least 500ms, and 100ms between two clock samples), so that Check
 	// reports a node that does not answer rather than giving up on all.
-	cctx, cancel := context.WithTimeout(ctx, 2*cfg.timeout+time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 2*cfg.nodeTimeout+time.Second)
 	defer cancel()
 	rep, err := client.Check(cctx)
 	if err != nil {
@@ -138,10 +140,10 @@ func (c *checkConfig) validate(rest []string) ([]nodeSpec, error) {
 	switch {
 	case len(rest) > 0:
 		return nil, fmt.Errorf("unexpected argument %q", rest[0])
-	case c.timeout <= 0:
-		return nil, fmt.Errorf("-timeout must be positive, got %v", c.timeout)
-	case c.ttl <= 2*c.timeout:
-		return nil, fmt.Errorf("-ttl must be more than twice -timeout, got -ttl %v and -timeout %v", c.ttl, c.timeout)
+	case c.nodeTimeout <= 0:
+		return nil, fmt.Errorf("-node-timeout must be positive, got %v", c.nodeTimeout)
+	case c.ttl <= 2*c.nodeTimeout:
+		return nil, fmt.Errorf("-ttl must be more than twice -node-timeout, got -ttl %v and -node-timeout %v", c.ttl, c.nodeTimeout)
 	}
 	return parseNodes(c.nodes)
 }
@@ -224,7 +226,7 @@ func newCheckReport(rep *redlock.Report, specs []nodeSpec, quorum int) *checkRep
 	for _, f := range findings {
 		out.Findings = append(out.Findings, checkFinding{
 			Severity: f.Severity.String(), Check: f.Check, Node: f.Node, Addr: f.Addr,
-			Message: f.Message, Fix: f.Fix, severity: f.Severity,
+			Message: f.Message, Fix: cliFix(f.Fix), severity: f.Severity,
 		})
 		out.Counts[f.Severity.String()]++
 		out.worst = max(out.worst, f.Severity)
@@ -232,6 +234,15 @@ func newCheckReport(rep *redlock.Report, specs []nodeSpec, quorum int) *checkRep
 	out.Worst = out.worst.String()
 	return out
 }
+
+// cliFix is a finding's fix in the words of the command line: the library
+// advises its option, which run and lock turn on with a flag.
+func cliFix(fix string) string { return guardFix.Replace(fix) }
+
+var guardFix = strings.NewReplacer(
+	"WithNodeGuard(true) in every Client", "-node-guard in every redlock run and lock (WithNodeGuard(true) in every Client in Go)",
+	"WithNodeGuard(true)", "-node-guard (WithNodeGuard(true) in Go)",
+)
 
 // exitCode is check's exit status for the report.
 func (r *checkReport) exitCode() int {

@@ -88,18 +88,17 @@ func (c *demoConfig) validate() error {
 	return nil
 }
 
-// demoFlags returns the flag set of the demo command, which fills cfg.
-func demoFlags(cfg *demoConfig, output io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("redlock demo", flag.ContinueOnError)
-	fs.SetOutput(output)
-	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "how long the clients contend; a node is killed at 1/3 and another at 2/3 of it")
+// demoFlags returns the flag set of the demo command, which fills cfg. -h
+// prints the help on stdout, and a flag error goes to stderr.
+func demoFlags(cfg *demoConfig, stdout, stderr io.Writer) *flag.FlagSet {
+	fs := newFlagSet("demo", demoHelp, stdout, stderr, nil)
+	durationVar(fs, &cfg.duration, "duration", "the `duration` of the contention; a node is killed at 1/3 and another at 2/3 of it")
 	fs.IntVar(&cfg.clients, "clients", cfg.clients, "number of redlock Clients, each with its own connection to every node")
 	fs.IntVar(&cfg.goroutines, "goroutines", cfg.goroutines, "number of goroutines per Client contending for the lock")
 	fs.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed that picks the killed nodes and the hold times; 0 picks one and prints it")
 	fs.BoolVar(&cfg.verbose, "v", cfg.verbose, "print every event instead of a sample")
 	fs.BoolVar(&cfg.redisRetries, "redis-retries", cfg.redisRetries,
 		"keep go-redis's default dial and command retries: a request to a killed node then fails only at the node timeout, not at once")
-	fs.Usage = func() { demoHelp(fs.Output()) }
 	return fs
 }
 
@@ -115,16 +114,17 @@ summary gives the lock latency and throughput with 5, 4 and 3 nodes up.
 It exits 0 when there was at least one acquisition and no overlap, 1
 otherwise.
 
-flags:
+`+durationsHelp+`
+Flags:
 `)
 	cfg := defaultDemoConfig()
-	fs := demoFlags(&cfg, w)
+	fs := demoFlags(&cfg, w, w)
 	fs.PrintDefaults()
 }
 
 func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := defaultDemoConfig()
-	fs := demoFlags(&cfg, stderr)
+	fs := demoFlags(&cfg, stdout, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -132,12 +132,10 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "redlock demo: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+		return usageError(stderr, "demo", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	if err := cfg.validate(); err != nil {
-		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
-		return exitUsage
+		return usageError(stderr, "demo", err)
 	}
 	// Ctrl-C ends the demo early; it still stops its goroutines, closes its
 	// clients and prints its summary.

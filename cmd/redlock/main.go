@@ -9,6 +9,7 @@
 //	run     run a command while holding a lock: a distributed flock(1)
 //	lock    hold a lock until SIGINT or SIGTERM, as etcdctl lock does, or
 //	        run a command under it, as run does
+//	release release a hold that lock took, given its key and token
 //	status  show, for each node, whether a key is held, by which token,
 //	        label and owner, its layout and remaining TTL, and whether a
 //	        quorum holds it
@@ -17,39 +18,49 @@
 //	demo    start 5 in-process Redis nodes, make several clients contend for
 //	        one lock while two of the nodes are killed, and check from the
 //	        recorded history that no two holders ever overlapped
-//	version print the version
+//	version print the version and the commit it was built from
 //	help    print this help, or with a command name, that command's flags
 //
-// Run "redlock help <command>" for a command's flags. Flags take one dash
-// or two: -key and --key are the same.
+// Run "redlock help <command>" for a command's flags, or "redlock
+// <command> -h". Flags take one dash or two: -key and --key are the same.
+// Every duration flag takes a number of seconds (5, 0.5) or a duration with
+// a unit (90s, 2m). A bad flag is reported in one line that names the help
+// to read.
 //
 // Nodes are given as host:port, or as redis://, rediss:// (TLS) or unix://
 // URLs with an optional password and database, in --nodes or in
-// REDLOCK_NODES. Redlock wants at least 3 independent masters, usually 5;
-// with fewer, run and lock warn on stderr and check reports it. For
-// example, to run a backup on one machine of many at a time:
+// REDLOCK_NODES. A malformed address (an empty or non-numeric port, a port
+// out of range, a host with a colon outside brackets) is a usage error.
+// Redlock wants at least 3 independent masters, usually 5; with fewer, run
+// and lock warn on stderr and check reports it. For example, to run a
+// backup on one machine of many at a time:
 //
 //	export REDLOCK_NODES=r1:6379,r2:6379,r3:6379,r4:6379,r5:6379
 //	redlock run --key nightly-backup --ttl 30s -w 2m -- ./backup.sh
 //	redlock status --key nightly-backup
 //
-// Run speaks flock(1)'s flags where they fit: -w/--timeout (seconds or a
-// duration; 0 tries once), -n/--nonblock, -E/--conflict-exit-code, -c
-// and -x. The command that run runs finds the key in REDLOCK_KEY, the
-// acquisition's token in REDLOCK_TOKEN, and with --fencing the fencing
-// token in REDLOCK_FENCE. --owner takes a reentrant lock for an owner id,
-// and --label describes the holder for status (host:pid by default).
+// Run speaks flock(1)'s flags where they fit: -w/--timeout/--wait (0
+// tries once), -n/--nonblock, -E/--conflict-exit-code, -c and -x. In run
+// and lock, --timeout is that wait, as in flock(1); the bound on each
+// request to a node is --node-timeout, in every command that talks to the
+// nodes. --node-guard keeps out the vote of a node that restarted less
+// than the TTL ago or whose clock jumped (the library's WithNodeGuard);
+// check --node-guard judges the nodes as for locks taken with it. The
+// command that run runs finds the key in REDLOCK_KEY, the acquisition's
+// token in REDLOCK_TOKEN, and with --fencing the fencing token in
+// REDLOCK_FENCE. --owner takes a reentrant lock for an owner id, and
+// --label describes the holder for status (host:pid by default).
 //
 // The exit status is 0 on success, 1 when the command ran and failed (for
 // demo: an overlap, or no acquisition at all), and 2 on a usage error, such
-// as an unknown command, a bad flag or a bad node URL. Everywhere, 69
+// as an unknown command, a bad flag or a bad node address. Everywhere, 69
 // (EX_UNAVAILABLE) means that too few nodes answered for a quorum: an
 // outage, not a lock held elsewhere.
 //
 // The exit status of run, and of lock with a command, is the command's, or
 // 128+N when signal N killed the command. Their own statuses are:
 //
-//	2      bad usage: a bad flag or node URL, no key, no command (run)
+//	2      bad usage: a bad flag or node address, no key, no command (run)
 //	69     too few nodes answered for a quorum (EX_UNAVAILABLE)
 //	75     the lock is held elsewhere: --no-wait, or --wait ran out
 //	       (EX_TEMPFAIL); --conflict-exit-code changes it
@@ -128,6 +139,12 @@ func commands() []command {
 			summary: "hold a lock until SIGINT or SIGTERM, or run a command under it",
 			run:     lockCommand,
 			help:    lockHelp,
+		},
+		{
+			name:    "release",
+			summary: "release a hold that redlock lock took, by its key and token",
+			run:     releaseCommand,
+			help:    releaseHelp,
 		},
 		{
 			name:    "status",

@@ -112,7 +112,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"unknown command", []string{"bogus"}, []string{`redlock: unknown command "bogus"`, "usage: redlock <command>", "demo"}},
 		{"no command", nil, []string{"usage: redlock <command>"}},
 		{"help for an unknown command", []string{"help", "bogus"}, []string{`unknown command "bogus"`}},
-		{"unknown flag", []string{"demo", "-bogus"}, []string{"flag provided but not defined: -bogus", "usage: redlock demo"}},
+		{"unknown flag", []string{"demo", "-bogus"}, []string{"flag provided but not defined: -bogus", "(see 'redlock help demo')"}},
 		{"bad flag value", []string{"demo", "-clients", "0"}, []string{"-clients must be in [1, 64], got 0"}},
 		{"bad duration", []string{"demo", "-duration", "-1s"}, []string{"-duration must be positive, got -1s"}},
 		{"extra argument", []string{"demo", "now"}, []string{`unexpected argument "now"`}},
@@ -149,7 +149,7 @@ func TestRunHelp(t *testing.T) {
 	stdout.Reset()
 	code = run(t.Context(), []string{"demo", "-h"}, &stdout, &stderr)
 	require.Equal(t, exitOK, code, "demo -h: exit code: got %d, want %d", code, exitOK)
-	require.Contains(t, stderr.String(), "usage: redlock demo")
+	require.Contains(t, stdout.String(), "usage: redlock demo")
 }
 
 // The checker must find overlaps when there are some, or a clean demo

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -16,15 +17,19 @@ import (
 const envNodes = "REDLOCK_NODES"
 
 // nodesHelp describes the node URLs, for the help of the commands that take
-// them.
-const nodesHelp = `Nodes are independent Redis masters, usually 5 and at least 3, given as a
+// them. Each of those helps prints it just before the flags, so it ends with
+// durationsHelp: the help then says once how every duration is written.
+const nodesHelp = nodeURLsHelp + "\n" + durationsHelp
+
+const nodeURLsHelp = `Nodes are independent Redis masters, usually 5 and at least 3, given as a
 comma-separated list in --nodes or, when --nodes is not given, in
 REDLOCK_NODES. Each is a URL, a bare address or a socket path:
 
   redis://[user:password@]host[:port][/db][?option=value...]
   rediss://...    the same over TLS
   unix://[user:password@]/path/to/redis.sock[?db=N...]
-  host[:port]     the same as redis://host[:port]; the port defaults to 6379
+  host[:port]     the same as redis://host[:port]; the port defaults to 6379,
+                  and an IPv6 address goes in brackets: [::1]:6379
   /path/to/redis.sock   the same as unix:///path/to/redis.sock
 
 The options are go-redis's (dial_timeout=3s, skip_verify=true, ...). Prefer
@@ -75,6 +80,9 @@ func parseNodes(list string) ([]nodeSpec, error) {
 		}
 		shown := maskPassword(raw)
 		opts, err := redis.ParseURL(nodeURL(raw))
+		if err == nil {
+			err = checkHostPort(nodeURL(raw))
+		}
 		if err != nil {
 			// url.Error quotes the whole URL, password included.
 			if ue := (*url.Error)(nil); errors.As(err, &ue) {
@@ -85,6 +93,30 @@ func parseNodes(list string) ([]nodeSpec, error) {
 		specs = append(specs, nodeSpec{url: shown, opts: opts})
 	}
 	return specs, nil
+}
+
+// checkHostPort refuses the address of a redis:// or rediss:// URL that
+// go-redis takes but no dial can reach: an empty port, which go-redis turns
+// into 6379, a port out of range, or a host with a colon outside brackets
+// ("notaurl::" is the host "notaurl:" to go-redis). Run would otherwise
+// wait for such a node forever. The URL has been parsed once already.
+func checkHostPort(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+		return err
+	}
+	host, port := u.Hostname(), u.Port()
+	switch {
+	case strings.Contains(host, ":") && !strings.HasPrefix(u.Host, "["):
+		return fmt.Errorf("the host %q has a colon: give host:port, with an IPv6 address in brackets ([::1]:6379)", host)
+	case port == "" && strings.HasSuffix(u.Host, ":"):
+		return errors.New("the port after the colon is empty: give host:port, or leave the colon out for 6379")
+	case port != "":
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %s is out of range: want 1 to 65535", port)
+		}
+	}
+	return nil
 }
 
 // nodeURL turns a bare address into a redis:// URL, and a bare socket path

@@ -74,6 +74,39 @@ func TestParseNodesBare(t *testing.T) {
 	require.Equal(t, "f:6379", specs[1].opts.Addr)
 }
 
+// A malformed address is refused when it is parsed: go-redis would take an
+// empty port for 6379 and "notaurl::" for the host "notaurl:", and a port
+// out of range, and dial them in vain for as long as run waits.
+func TestParseNodesMalformed(t *testing.T) {
+	t.Setenv(envNodes, "")
+	for in, want := range map[string]string{
+		"notaurl::":                 `bad node URL "notaurl::": the host "notaurl:" has a colon`,
+		"redis://notaurl::":         `bad node URL "redis://notaurl::": the host "notaurl:" has a colon`,
+		"rediss://u:hunter2@a:b:1":  `bad node URL "rediss://u:xxxxx@a:b:1": the host "a:b" has a colon`,
+		"::1":                       `bad node URL "::1": the host ":" has a colon`,
+		"host:":                     `bad node URL "host:": the port after the colon is empty`,
+		"redis://host:/0":           `bad node URL "redis://host:/0": the port after the colon is empty`,
+		"[::1]:":                    `bad node URL "[::1]:": the port after the colon is empty`,
+		"host:abc":                  `bad node URL "host:abc": invalid port ":abc" after host`,
+		"redis://u:hunter2@host:-1": `bad node URL "redis://u:xxxxx@host:-1": invalid port ":-1" after host`,
+		"host:0":                    `bad node URL "host:0": port 0 is out of range: want 1 to 65535`,
+		"redis://host:65536":        `bad node URL "redis://host:65536": port 65536 is out of range`,
+		"host:99999999999999999999": `bad node URL "host:99999999999999999999": port 99999999999999999999 is out of range`,
+	} {
+		_, err := parseNodes("h:1," + in)
+		require.ErrorContains(t, err, "--nodes: "+want, "parseNodes(%q)", in)
+		require.NotContains(t, err.Error(), "hunter2")
+	}
+	// What is well formed still parses.
+	specs, err := parseNodes("h:1, h:65535, [::1], [::1]:7000, redis://h, rediss://u:p@h:2/3, unix:///tmp/s, /tmp/t, redis://[fe80::1%25eth0]:6")
+	require.NoError(t, err)
+	var addrs []string
+	for _, s := range specs {
+		addrs = append(addrs, s.opts.Addr)
+	}
+	require.Equal(t, []string{"h:1", "h:65535", "[::1]:6379", "[::1]:7000", "h:6379", "h:2", "/tmp/s", "/tmp/t", "[fe80::1%eth0]:6"}, addrs)
+}
+
 func TestFewNodesWarning(t *testing.T) {
 	for n, want := range map[int]string{1: "warning: 1 node: the lock survives no node failure", 2: "warning: 2 nodes: ", 3: "", 5: ""} {
 		got := fewNodesWarning(n)
@@ -163,8 +196,9 @@ func TestRunCommandUsageErrors(t *testing.T) {
 		{"permits zero", []string{"--permits", "0", "--nodes", ok, "--key", "k", "true"}, []string{"-permits must be at least 1, got 0"}, ""},
 		{"wait and no-wait", []string{"--nodes", ok, "--key", "k", "--wait", "1s", "--no-wait", "true"}, []string{"exclude each other"}, ""},
 		{"ttl", []string{"--nodes", ok, "--key", "k", "--ttl", "0s", "true"}, []string{"-ttl must be positive, got 0s"}, ""},
-		{"grace", []string{"--nodes", ok, "--key", "k", "--grace", "-1s", "true"}, []string{"-grace must be positive, got -1s"}, ""},
-		{"unknown flag", []string{"--bogus"}, []string{"flag provided but not defined: -bogus", "usage: redlock run", "Exit status:"}, ""},
+		{"grace", []string{"--nodes", ok, "--key", "k", "--grace", "-1s", "true"}, []string{"-grace must not be negative, got -1s"}, ""},
+		{"unknown flag", []string{"--bogus"}, []string{"redlock run: flag provided but not defined: -bogus (see 'redlock help run')\n"}, "usage: redlock run"},
+		{"empty port", []string{"--nodes", ok + ",h:", "--key", "k", "true"}, []string{`bad node URL "h:": the port after the colon is empty`}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,7 +226,7 @@ func TestLockCommandUsageErrors(t *testing.T) {
 		{[]string{"--key", "k"}, "no nodes"},
 		{[]string{"--nodes", "h"}, "-key is required"},
 		{[]string{"--nodes", "h", "--key", "k", "-w", "1", "--no-wait"}, "exclude each other"},
-		{[]string{"--bogus"}, "usage: redlock lock"},
+		{[]string{"--bogus"}, "redlock lock: flag provided but not defined: -bogus (see 'redlock help lock')"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(t.Context(), append([]string{"lock"}, tt.args...), &stdout, &stderr)
@@ -210,7 +244,9 @@ func TestCheckCommandUsageErrors(t *testing.T) {
 	}{
 		{nil, "no nodes"},
 		{[]string{"--nodes", "h", "extra"}, `unexpected argument "extra"`},
-		{[]string{"--nodes", "h", "--timeout", "0s"}, "-timeout must be positive"},
+		{[]string{"--nodes", "h", "--node-timeout", "0s"}, "-node-timeout must be positive"},
+		{[]string{"--nodes", "h", "--timeout", "1s"}, "the per-node timeout is -node-timeout"},
+		{[]string{"--nodes", "h", "--node-timeout", "1s", "--ttl", "2"}, "-ttl must be more than twice -node-timeout"},
 		{[]string{"--nodes", "ftp://h"}, `bad node URL "ftp://h"`},
 		{[]string{"--nodes", "h:1,h:1"}, "same server"},
 	} {
@@ -230,7 +266,9 @@ func TestStatusCommandUsageErrors(t *testing.T) {
 		{[]string{"--key", "k"}, "no nodes"},
 		{[]string{"--nodes", "redis://h"}, "-key is required"},
 		{[]string{"--nodes", "redis://h", "--key", "k", "extra"}, `unexpected argument "extra"`},
-		{[]string{"--nodes", "redis://h", "--key", "k", "--timeout", "0s"}, "-timeout must be positive"},
+		{[]string{"--nodes", "redis://h", "--key", "k", "--node-timeout", "0s"}, "-node-timeout must be positive"},
+		{[]string{"--nodes", "redis://h", "--key", "k", "--timeout", "1s"}, "the per-node timeout is -node-timeout"},
+		{[]string{"--nodes", "redis://h:0", "--key", "k"}, `bad node URL "redis://h:0": port 0 is out of range`},
 		{[]string{"--nodes", "ftp://h", "--key", "k"}, `bad node URL "ftp://h"`},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -254,7 +292,7 @@ func TestHelpRun(t *testing.T) {
 	for _, flag := range []string{
 		"-nodes", "-key", "-ttl", "-wait", "-timeout", "-w", "-no-wait", "-n", "-nonblock", "-nb",
 		"-conflict-exit-code", "-E", "-command", "-c", "-exclusive", "-x", "-grace", "-max-hold",
-		"-foreground", "-verbose", "-quiet", "-prefix", "-fencing", "-owner", "-label",
+		"-foreground", "-verbose", "-quiet", "-prefix", "-fencing", "-owner", "-label", "-node-timeout", "-node-guard",
 	} {
 		require.Regexp(t, `(?m)^  `+flag+`\b`, help, "help run: got no %s", flag)
 	}

@@ -36,6 +36,7 @@ type runConfig struct {
 	grace        time.Duration
 	maxHold      time.Duration // 0: no cap
 	nodeTimeout  time.Duration // 0: derived from ttl
+	nodeGuard    bool          // -node-guard: redlock.WithNodeGuard
 	foreground   bool
 	verbose      bool
 	quiet        bool
@@ -50,19 +51,25 @@ type runConfig struct {
 }
 
 func defaultRunConfig(name string) runConfig {
-	return runConfig{name: name, ttl: 30 * time.Second, grace: 10 * time.Second, conflictCode: exitNotAcquired}
+	return runConfig{name: name, ttl: 30 * time.Second, conflictCode: exitNotAcquired}
 }
 
+// runFlags returns the flag set of run, or of lock, which fills cfg. Flag
+// errors go to output; -h prints the help on os.Stdout, the stdout of the
+// process, since the caller hands runFlags only output.
 func runFlags(cfg *runConfig, output io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("redlock "+cfg.name, flag.ContinueOnError)
-	fs.SetOutput(output)
+	help := runHelp
+	if cfg.name == "lock" {
+		help = lockHelp
+	}
+	fs := newFlagSet(cfg.name, help, os.Stdout, output, nil)
 	fs.StringVar(&cfg.nodes, "nodes", cfg.nodes, "comma-separated nodes: host:port or URLs (default $"+envNodes+")")
 	fs.StringVar(&cfg.key, "key", cfg.key, "the lock's key (required)")
 	fs.StringVar(&cfg.prefix, "prefix", cfg.prefix, "namespace: the Redis key is prefix+key")
-	fs.DurationVar(&cfg.ttl, "ttl", cfg.ttl, "how long the lock lives on the nodes unless extended; it is extended every ttl/3, and it outlives a killed redlock by at most this")
-	fs.Var(&cfg.wait, "wait", "how long to wait for the lock, in `seconds` (5, 0.5) or as a duration (2m); 0 tries once, as -no-wait does (default: as long as it takes)")
-	fs.Var(&cfg.wait, "timeout", "the `seconds` to wait: the same as -wait, as in flock(1)")
-	fs.Var(&cfg.wait, "w", "the `seconds` to wait: the same as -wait, as in flock(1)")
+	durationVar(fs, &cfg.ttl, "ttl", "the `duration` the lock lives on the nodes unless extended; it is extended every ttl/3, and it outlives a killed redlock by at most this")
+	fs.Var(&cfg.wait, "wait", "the longest `duration` to wait for the lock; 0 tries once, as -no-wait does (default: as long as it takes)")
+	fs.Var(&cfg.wait, "timeout", "the `duration` to wait: the same as -wait, as in flock(1); the per-node timeout is -node-timeout")
+	fs.Var(&cfg.wait, "w", "the `duration` to wait: the same as -wait, as in flock(1)")
 	fs.BoolVar(&cfg.noWait, "no-wait", cfg.noWait, "try to acquire the lock once, and do not wait")
 	fs.BoolVar(&cfg.noWait, "n", cfg.noWait, "the same as -no-wait, as in flock(1)")
 	fs.BoolVar(&cfg.noWait, "nonblock", cfg.noWait, "the same as -no-wait, as in flock(1)")
@@ -77,9 +84,10 @@ func runFlags(cfg *runConfig, output io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.shared, "shared", cfg.shared, "take a shared (read) lock, as flock(1) -s does: any number of shared holders at once, and none while an exclusive one holds; a waiting exclusive run goes first")
 	fs.BoolVar(&cfg.shared, "s", cfg.shared, "the same as -shared")
 	fs.IntVar(&cfg.permits, "permits", cfg.permits, "take one of `k` permits of a counting semaphore on the key: at most k holders at once; every run on the key must give the same k. It needs more nodes than a lock once k > 1: floor(k*N/(k+1))+1 of N")
-	fs.DurationVar(&cfg.grace, "grace", cfg.grace, "when the lock is lost, how long the command has to exit after SIGTERM before SIGKILL")
-	fs.DurationVar(&cfg.maxHold, "max-hold", cfg.maxHold, "stop the command, as if the lock were lost, once it has held the lock this long; 0 means no limit")
-	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cfg.nodeTimeout, "bound on each request to a node; 0 means ttl/10, at most "+maxNodeTimeout.String())
+	durationVar(fs, &cfg.grace, "grace", "the `duration` the command has to exit after SIGTERM before SIGKILL. When renewals fail, SIGTERM comes -grace before the lock's validity ends, so that the command is gone by then; at most half of -ttl; 0 means a fifth of -ttl")
+	durationVar(fs, &cfg.maxHold, "max-hold", "stop the command, as if the lock were lost, once it has held the lock for this `duration`; 0 means no limit")
+	durationVar(fs, &cfg.nodeTimeout, "node-timeout", "the longest `duration` of each request to a node; 0 means ttl/10, at most "+maxNodeTimeout.String())
+	fs.BoolVar(&cfg.nodeGuard, "node-guard", cfg.nodeGuard, "quarantine a node that restarted less than the TTL ago, or whose clock jumped: its vote does not count until the TTL has passed (redlock.WithNodeGuard). Turn it on when the nodes run without appendfsync always, or their clocks are not trusted; the first run after a node starts then waits for the TTL")
 	fs.BoolVar(&cfg.fencing, "fencing", cfg.fencing, "get a fencing token with the lock, and pass it to the command in REDLOCK_FENCE: a number larger than that of every earlier holder of the key")
 	fs.StringVar(&cfg.owner, "owner", cfg.owner, "take the lock for this owner `id`: reentrant, so that runs with the same -owner share it, with a hold count")
 	fs.StringVar(&cfg.label, "label", cfg.label, "store this `label`, a description of the holder, with the lock, for redlock status; \"\" stores none (default host:pid)")
@@ -88,11 +96,6 @@ func runFlags(cfg *runConfig, output io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.verbose, "v", cfg.verbose, "the same as -verbose")
 	fs.BoolVar(&cfg.quiet, "quiet", cfg.quiet, "do not warn about fewer than 3 nodes")
 	fs.BoolVar(&cfg.quiet, "q", cfg.quiet, "the same as -quiet")
-	if cfg.name == "run" {
-		fs.Usage = func() { runHelp(fs.Output()) }
-	} else {
-		fs.Usage = func() { lockHelp(fs.Output()) }
-	}
 	return fs
 }
 
@@ -141,14 +144,21 @@ releases it when the command exits.
     end; while it waits, new -shared runs wait behind it. -permits k takes
     one of k permits of a counting semaphore: up to k runs at once.
   - It extends the lock every third of -ttl. A killed redlock extends
-    nothing: the lock expires within -ttl, and on Linux the kernel kills
-    the command.
+    nothing: the lock expires within -ttl. On Linux the command runs under
+    a small supervisor process that outlives redlock, so that when
+    redlock dies (SIGKILL, the OOM killer) the supervisor kills the
+    command and everything it started at once, even what left its process
+    group; elsewhere, a killed redlock leaves the command running.
   - It passes SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 on to
     the command, with a SIGCONT after SIGTERM and SIGHUP so that a stopped
     command can act on them. Any of the first four ends a wait for the lock.
-  - If the lock is lost (renewals failed until its validity ran out, a
-    quorum of nodes lost the key, or -max-hold passed), it sends the
-    command SIGTERM, then SIGKILL after -grace, and exits %[1]d.
+  - When renewals have not extended the lock -grace before its validity
+    ends (or -max-hold is that close), it sends the command SIGTERM, and
+    SIGKILL when the validity ends: the command is gone before another
+    client can take the lock. -grace is a fifth of -ttl by default. If
+    the lock is lost before that (a quorum of nodes lost the key), it
+    sends SIGTERM at once, and SIGKILL -grace later. Either way it exits
+    %[1]d, and kills what is left of the command's tree.
   - The command runs in a process group of its own, and every signal goes
     to the whole group, so that what a script started stops with it.
     -foreground keeps the command in redlock's group instead, so that it
@@ -196,8 +206,10 @@ func (c *runConfig) validate() ([]nodeSpec, error) {
 		return nil, errors.New("-wait and -no-wait exclude each other")
 	case c.conflictCode < 0 || c.conflictCode > 255:
 		return nil, fmt.Errorf("-conflict-exit-code must be in [0, 255], got %d", c.conflictCode)
-	case c.grace <= 0:
-		return nil, fmt.Errorf("-grace must be positive, got %v", c.grace)
+	case c.grace < 0:
+		return nil, fmt.Errorf("-grace must not be negative, got %v", c.grace)
+	case c.grace > c.ttl/2:
+		return nil, fmt.Errorf("-grace %v is more than half of -ttl %v: when renewals fail, the command gets SIGTERM -grace before the lock's validity ends, and renewals need time to fail first", c.grace, c.ttl)
 	case c.maxHold < 0:
 		return nil, fmt.Errorf("-max-hold must not be negative, got %v", c.maxHold)
 	case c.nodeTimeout < 0:
@@ -221,6 +233,9 @@ func (c *runConfig) validate() ([]nodeSpec, error) {
 			sh = "/bin/sh"
 		}
 		c.argv = []string{sh, "-c", c.shell}
+	}
+	if c.grace == 0 {
+		c.grace = c.ttl / 5
 	}
 	if !c.labelSet {
 		c.label = defaultLabel()
@@ -280,5 +295,6 @@ func (c *runConfig) options(attempts *attemptLog) []redlock.Option {
 		redlock.WithOwner(c.owner),
 		redlock.WithLabel(c.label),
 		redlock.WithObserver(attempts),
+		redlock.WithNodeGuard(c.nodeGuard),
 	}
 }

@@ -20,26 +20,26 @@ import (
 
 // statusConfig is the configuration of one status, from its flags.
 type statusConfig struct {
-	nodes   string
-	key     string
-	prefix  string
-	timeout time.Duration
-	json    bool
+	nodes       string
+	key         string
+	prefix      string
+	nodeTimeout time.Duration
+	json        bool
 }
 
 func defaultStatusConfig() statusConfig {
-	return statusConfig{timeout: 2 * time.Second}
+	return statusConfig{nodeTimeout: 2 * time.Second}
 }
 
-func statusFlags(cfg *statusConfig, output io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("redlock status", flag.ContinueOnError)
-	fs.SetOutput(output)
+// statusFlags returns the flag set of status, which fills cfg. -h prints
+// the help on stdout, and a flag error goes to stderr.
+func statusFlags(cfg *statusConfig, stdout, stderr io.Writer) *flag.FlagSet {
+	fs := newFlagSet("status", statusHelp, stdout, stderr, map[string]string{"timeout": nodeTimeoutHint})
 	fs.StringVar(&cfg.nodes, "nodes", cfg.nodes, "comma-separated nodes: host:port or URLs (default $"+envNodes+")")
 	fs.StringVar(&cfg.key, "key", cfg.key, "the lock's key (required)")
 	fs.StringVar(&cfg.prefix, "prefix", cfg.prefix, "namespace: the Redis key is prefix+key")
-	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "how long to wait for each node's answer")
+	durationVar(fs, &cfg.nodeTimeout, "node-timeout", "the `duration` to wait for each node's answer")
 	fs.BoolVar(&cfg.json, "json", cfg.json, "print JSON instead of a table")
-	fs.Usage = func() { statusHelp(fs.Output()) }
 	return fs
 }
 
@@ -86,12 +86,12 @@ and answered.
 Flags:
 `, exitUsage, exitUnavailable, nodesHelp)
 	cfg := defaultStatusConfig()
-	statusFlags(&cfg, w).PrintDefaults()
+	statusFlags(&cfg, w, w).PrintDefaults()
 }
 
 func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := defaultStatusConfig()
-	fs := statusFlags(&cfg, stderr)
+	fs := statusFlags(&cfg, stdout, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -100,8 +100,7 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	specs, err := cfg.validate(fs.Args())
 	if err != nil {
-		fmt.Fprintf(stderr, "redlock status: %v\n(redlock help status prints the flags)\n", err)
-		return exitUsage
+		return usageError(stderr, "status", err)
 	}
 	if w := fewNodesWarning(len(specs)); w != "" {
 		// On stderr: -json's output stays one object.
@@ -115,7 +114,7 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 	// The ctx outlasts the node timeout, so that Inspect reports a node
 	// that does not answer rather than giving up on them all.
-	ictx, cancel := context.WithTimeout(ctx, 2*cfg.timeout)
+	ictx, cancel := context.WithTimeout(ctx, 2*cfg.nodeTimeout)
 	defer cancel()
 	h, err := client.Inspect(ictx, cfg.key)
 	if err != nil {
@@ -151,18 +150,18 @@ func (c *statusConfig) validate(rest []string) ([]nodeSpec, error) {
 		return nil, fmt.Errorf("unexpected argument %q", rest[0])
 	case c.key == "":
 		return nil, errors.New("-key is required")
-	case c.timeout <= 0:
-		return nil, fmt.Errorf("-timeout must be positive, got %v", c.timeout)
+	case c.nodeTimeout <= 0:
+		return nil, fmt.Errorf("-node-timeout must be positive, got %v", c.nodeTimeout)
 	}
 	return parseNodes(c.nodes)
 }
 
-// options returns the Client's options: -timeout bounds each request, and
-// the TTL, which Inspect does not use, only has to leave room for it.
+// options returns the Client's options: -node-timeout bounds each request,
+// and the TTL, which Inspect does not use, only has to leave room for it.
 func (c *statusConfig) options() []redlock.Option {
 	return []redlock.Option{
-		redlock.WithNodeTimeout(c.timeout),
-		redlock.WithTTL(max(redlock.DefaultTTL, 4*c.timeout)),
+		redlock.WithNodeTimeout(c.nodeTimeout),
+		redlock.WithTTL(max(redlock.DefaultTTL, 4*c.nodeTimeout)),
 		redlock.WithKeyPrefix(c.prefix),
 		redlock.WithPubSub(false),
 	}

@@ -9,12 +9,17 @@ import (
 	"strings"
 )
 
-// version is redlock's version. Releases set it at build time:
+// version is redlock's version. Releases set it at build time, and it then
+// wins over the build info:
 //
 //	go build -ldflags "-X main.version=v1.2.3" ./cmd/redlock
 //
-// Otherwise it is "dev", and the module version from the build info, such
-// as go install's, is shown in its place when there is one.
+// Otherwise it is "dev", and the module version from the build info is
+// shown in its place when there is one: go install's (v1.2.3), or the
+// pseudo-version that go build derives from a git checkout
+// (v0.0.0-20260101120000-1a2b3c4d5e6f). The commit is shown either way when
+// the build recorded it, as go build does in a git checkout unless
+// -buildvcs=false.
 var version = "dev"
 
 func versionCommand(_ context.Context, args []string, stdout, stderr io.Writer) int {
