@@ -51,10 +51,12 @@ docs/SAFETY.md): that the nodes are reachable, independent masters (no
 replica, no server given twice), that they do not evict keys
 (maxmemory-policy), that they persist what they acknowledge, that they run
 scripts on a Redis version the library supports, and that their clocks run
-at our rate and agree. It only reads. It prints a line per node, then each finding, the
-worst first, with its severity (critical, warning, info), the node, what
-was found and how to fix it, then a summary. Fewer than 3 nodes is a
-warning of its own: the lock then survives no node failure.
+at our rate and agree; that the client's password, ACL and DB work on
+each; that there are at least 3 nodes; and how many may still fail. It
+changes nothing but a probe key of its own under -prefix, which it
+deletes at once. It prints a line per node, then each finding, the worst
+first, with its severity (critical, warning, info), the node, what was
+found and how to fix it, then a summary.
 
 Exit status:
   0   nothing worse than info
@@ -186,10 +188,6 @@ type checkFinding struct {
 	severity redlock.Severity
 }
 
-// countCheck names the finding check adds for fewer than minNodes nodes,
-// unless the library reports one of that name.
-const countCheck = "count"
-
 // newCheckReport turns rep into what check prints.
 func newCheckReport(rep *redlock.Report, specs []nodeSpec, quorum int) *checkReport {
 	out := &checkReport{Quorum: quorum, Counts: map[string]int{}, Nodes: make([]checkNode, len(rep.Nodes))}
@@ -210,13 +208,6 @@ func newCheckReport(rep *redlock.Report, specs []nodeSpec, quorum int) *checkRep
 		out.Nodes[i] = cn
 	}
 	findings := slices.Clone(rep.Findings)
-	if w := fewNodesWarning(len(specs)); w != "" && !slices.ContainsFunc(findings, func(f redlock.Finding) bool { return f.Check == countCheck }) {
-		findings = append(findings, redlock.Finding{
-			Severity: redlock.SeverityWarning, Check: countCheck, Node: -1,
-			Message: strings.TrimPrefix(w, "warning: "),
-			Fix:     fmt.Sprintf("run at least %d independent Redis masters, on machines that fail independently", minNodes),
-		})
-	}
 	// The worst first, as Check orders them; stable, so that Check's order
 	// stands within a severity.
 	slices.SortStableFunc(findings, func(a, b redlock.Finding) int { return int(b.Severity) - int(a.Severity) })

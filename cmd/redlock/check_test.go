@@ -138,7 +138,7 @@ func TestCheckUnavailableAndFewNodes(t *testing.T) {
 	code, rep, stderr = runCheck(t, servers[0].Addr())
 	require.Equal(t, wantCheckCode(rep.Worst), code, "one node: stderr:\n%s", stderr)
 	require.GreaterOrEqual(t, code, exitCheckWarning, "one node: got %d, want at least a warning", code)
-	count := findingsOf(rep, countCheck)
+	count := findingsOf(rep, "count")
 	require.Len(t, count, 1, "findings: %+v", rep.Findings)
 	require.Equal(t, "warning", count[0].Severity)
 	require.Equal(t, -1, count[0].Node)
