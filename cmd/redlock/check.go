@@ -53,10 +53,10 @@ replica, no server given twice), that they do not evict keys
 scripts on a Redis version the library supports, and that their clocks run
 at our rate and agree; that the client's password, ACL and DB work on
 each; that there are at least 3 nodes; and how many may still fail. It
-changes nothing but a probe key of its own under -prefix, which it
-deletes at once. It prints a line per node, then each finding, the worst
-first, with its severity (critical, warning, info), the node, what was
-found and how to fix it, then a summary.
+changes nothing but probe keys of its own, which it deletes at once. It
+prints a line per node, then each finding, the worst first, with its
+severity (critical, warning, info), the node, what was found and how to
+fix it, then a summary.
 
 Exit status:
   0   nothing worse than info
