@@ -51,6 +51,13 @@ type acquisition struct {
 	// goroutine uses these.
 	waiting []string
 	woken   bool
+	// decided is the error of the last attempt whose votes decided it, and
+	// outaged is set when they showed too few nodes answering: an attempt
+	// that the caller's ctx cuts short is judged by them (see judge), and
+	// the call reports them (see abandon). Only the calling goroutine uses
+	// these.
+	decided *QuorumError
+	outaged bool
 
 	mu sync.Mutex
 	// busy counts, per node, this acquisition's requests in flight, of
@@ -250,7 +257,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		// keys there all the same, so that a release is announced by as
 		// many nodes as hold it.
 		for i, v := range o.votes {
-			if v.err == ErrInFlight {
+			if errors.Is(v.err, ErrInFlight) {
 				a.mark(i, ttlArg)
 			}
 		}
@@ -346,10 +353,28 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		}
 	}
 	at.rollback(ctx)
-	qerr := &QuorumError{Stats: o.withNodes(c, st), Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr}
+	qerr := &QuorumError{Stats: o.withNodes(c, st), Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr, permits: t.fl.permits}
+	qerr.unavailable = a.judge(qerr)
 	st = qerr.Stats
 	c.observeAttempt(st, qerr)
 	return nil, qerr
+}
+
+// judge reports whether a failed attempt is an outage (see outage). An
+// attempt that the caller's ctx cut short, whose votes decided nothing, is
+// judged as the call's last attempt that they did decide: its nodes that had
+// not answered yet may only be slower than the ctx. A call with no such
+// attempt is judged by the attempt cut short, whose silent nodes had the
+// whole wait to answer.
+func (a *acquisition) judge(qerr *QuorumError) bool {
+	if decided(&qerr.Stats) {
+		a.decided, a.outaged = qerr, outage(&qerr.Stats)
+		return a.outaged
+	}
+	if a.decided != nil {
+		return a.outaged
+	}
+	return outage(&qerr.Stats)
 }
 
 // writeFence runs the fence write-back round of an attempt that reached its
@@ -526,6 +551,10 @@ func (h *acquireLate) lateReply(rp reply) { (*attempt)(h).handleLate(rp, true) }
 func (at *attempt) handleLate(rp reply, acquire bool) {
 	a := at.a
 	i := rp.i
+	// A node that refuses connections is often too slow to say so within
+	// the node timeout (go-redis dials again and again): its failure comes
+	// here, and explains the timeouts of the next attempts.
+	a.c.faults.seen(rp)
 	a.mu.Lock()
 	a.busy[i]--
 	at.inflight[i]--
@@ -725,7 +754,8 @@ func (a *acquisition) wait() {
 }
 
 // abandon ends an acquisition that will not win: it returns the error, with
-// the ctx error when there is one.
+// the ctx error when there is one: the error of the last attempt, or of the
+// last attempt whose votes decided it when the ctx cut the last one short.
 func (a *acquisition) abandon(last *QuorumError, ctxErr error) error {
 	if last == nil {
 		reason := "ended before any attempt"
@@ -738,6 +768,12 @@ func (a *acquisition) abandon(last *QuorumError, ctxErr error) error {
 			sentinel: ErrNotAcquired,
 			ctxErr:   ctxErr,
 		}
+	}
+	if a.decided != nil && !decided(&last.Stats) {
+		// The ctx cut the last attempt short: its nodes may only not
+		// have answered yet. The attempt that the votes decided says
+		// which nodes failed and why, or who holds the key.
+		last = a.decided
 	}
 	last.ctxErr = ctxErr
 	if !errors.Is(ctxErr, ErrClosed) {

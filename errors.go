@@ -1,11 +1,18 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -47,7 +54,9 @@ var (
 	ErrInFlight = errors.New("redlock: previous request to this node still in flight")
 
 	// ErrNodeTimeout is the cause in a VoteFailed of a node that did not
-	// answer within the node timeout: it may be down or hung.
+	// answer within the node timeout: it may be down or hung. The vote's
+	// error matches it, and its message says how long the node had, and
+	// the node's last failure when one is known ("connection refused").
 	ErrNodeTimeout = errors.New("redlock: no answer within the node timeout")
 
 	// ErrNoAnswer is the Err of a VoteNotWaited: the node had not
@@ -105,17 +114,18 @@ type NodeError struct {
 
 // Error implements error.
 func (e *NodeError) Error() string {
-	return fmt.Sprintf("redlock: node %d (%s): %s", e.Index, e.Addr, bare(e.Err))
+	return fmt.Sprintf("redlock: node %d (%s): %s", e.Index, e.Addr, describe(e.Err))
 }
 
 // Unwrap returns the cause.
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // QuorumError is the error of a round that did not reach its quorum: a failed
-// acquisition (it matches ErrNotAcquired), or an Unlock or Extend that found
-// the lock gone (it matches ErrNotHeld). It says what each node answered, and
-// unwraps to the sentinel, to each NodeError, and to the caller's ctx.Err()
-// when the ctx ended the call.
+// acquisition (it matches ErrNotAcquired, and ErrUnavailable when too few
+// nodes answered), or an Unlock or Extend that found the lock gone (it
+// matches ErrNotHeld). It says what each node answered, and unwraps to the
+// sentinel, to each NodeError, and to the caller's ctx.Err() when the ctx
+// ended the call.
 type QuorumError struct {
 	// Stats is the round that failed: each node's vote, elapsed time,
 	// drift and validity.
@@ -126,6 +136,14 @@ type QuorumError struct {
 
 	sentinel error
 	ctxErr   error
+	// unavailable is set on an acquisition's error when too few nodes
+	// answered for a quorum (see outage): it then matches ErrUnavailable.
+	// An attempt that the caller's ctx cut short is judged by the call's
+	// last decided attempt (see acquisition.judge).
+	unavailable bool
+	// permits is a semaphore's number of permits, for the message of an
+	// unavailable one; 0 for the other kinds.
+	permits int
 }
 
 // Error implements error.
@@ -133,6 +151,16 @@ func (e *QuorumError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.sentinel.Error())
 	fmt.Fprintf(&b, ": %s %q", e.Stats.Op, e.Stats.Key)
+	if e.unavailable {
+		b.WriteString(": ")
+		b.WriteString(bare(ErrUnavailable))
+		if e.permits > 0 {
+			// Its quorum grows with the permits, up to every node: say
+			// so, since "too few" then may mean one node down.
+			fmt.Fprintf(&b, " (a semaphore of %d permits needs %d of %d nodes; only %d answered)",
+				e.permits, e.Stats.Quorum, len(e.Stats.Nodes), answering(&e.Stats))
+		}
+	}
 	if e.Reason != "" {
 		b.WriteString(": ")
 		b.WriteString(e.Reason)
@@ -149,11 +177,13 @@ func (e *QuorumError) Error() string {
 			no = "not holding our token"
 		}
 		nodeList(&b, e.Stats.Nodes, no, func(v NodeVote) bool { return v.Vote == VoteNo && v.Err == nil })
+		holders(&b, e.Stats.Nodes)
 		nodeList(&b, e.Stats.Nodes, "wrong type at the key (not a lock)", func(v NodeVote) bool { return v.Vote == VoteNo && errors.Is(v.Err, ErrWrongType) })
-		nodeList(&b, e.Stats.Nodes, "not waited for", func(v NodeVote) bool { return v.Vote == VoteNotWaited })
+		// The nodes not waited for are left out: on healthy nodes every
+		// conflict has some, slower than the decision. Stats has them.
 		for _, v := range e.Stats.Nodes {
 			if v.Vote == VoteFailed {
-				fmt.Fprintf(&b, "; node %d (%s) failed: %s", v.Index, v.Addr, bare(v.Err))
+				fmt.Fprintf(&b, "; node %d (%s) failed: %s", v.Index, v.Addr, describe(v.Err))
 			}
 		}
 	}
@@ -162,6 +192,150 @@ func (e *QuorumError) Error() string {
 	}
 	return b.String()
 }
+
+// holders writes `, held by "label"` after the list of nodes that said no,
+// for the labels of the holders found there (see NodeVote.Holder), each
+// once, in the nodes' order.
+func holders(b *strings.Builder, votes []NodeVote) {
+	sep := ", held by "
+	for i, v := range votes {
+		if v.Holder == "" || slices.ContainsFunc(votes[:i], func(w NodeVote) bool { return w.Holder == v.Holder }) {
+			continue
+		}
+		b.WriteString(sep)
+		b.WriteString(strconv.Quote(v.Holder))
+		sep = ", "
+	}
+}
+
+// decided reports whether the votes of a round decided it: a quorum said
+// yes, or so many said no or failed that a quorum of yes was out of reach.
+// A round that the caller's ctx cut short is not decided.
+func decided(st *Stats) bool {
+	n := len(st.Nodes)
+	return n > 0 && (st.Yes >= st.Quorum || st.No+st.Failed > n-st.Quorum)
+}
+
+// unanswered counts the nodes that failed without an answer that speaks of
+// the key: a network or Redis error, a timeout, a node busy or
+// quarantined. A node that refused for the key's sake (a value of another
+// type, disagreeing permits) answered.
+func unanswered(st *Stats) int {
+	k := 0
+	for _, v := range st.Nodes {
+		if v.Vote == VoteFailed && !errors.Is(v.Err, ErrPermitsMismatch) && !errors.Is(v.Err, ErrWrongType) &&
+			!redis.HasErrorPrefix(v.Err, "WRONGTYPE") {
+			k++
+		}
+	}
+	return k
+}
+
+// answering counts the nodes that answered, or could have: in a decided
+// round those not waited for count, since they were not given the time;
+// in a round cut short they do not, since they did not answer within the
+// whole wait.
+func answering(st *Stats) int {
+	k := len(st.Nodes) - unanswered(st)
+	if !decided(st) {
+		k -= st.NotWaited
+	}
+	return k
+}
+
+// outage reports whether a failed acquisition's round shows too few nodes
+// answering for a quorum. In a decided round that is when the failures
+// alone put the quorum out of reach: a round lost to a mix of failures and
+// noes still had a quorum of live nodes, and the key was taken on some.
+func outage(st *Stats) bool {
+	return len(st.Nodes) > 0 && answering(st) < st.Quorum
+}
+
+// describe says what went wrong on a node in the words of the network or
+// the server, without our prefix: "connection refused" rather than go-redis's
+// "dial tcp 10.0.0.1:6379: connect: connection refused", whose address the
+// message names already.
+func describe(err error) string {
+	if err == io.EOF {
+		return "the node closed the connection (EOF)"
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) && isNetErr(err) {
+		return "lookup " + dns.Name + ": " + dns.Err
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && isNetErr(err) && op.Err != nil {
+		var sys *os.SyscallError
+		inner := op.Err.Error()
+		if errors.As(op.Err, &sys) {
+			inner = sys.Err.Error()
+		}
+		if op.Op == "dial" {
+			return inner
+		}
+		return op.Op + ": " + inner
+	}
+	return bare(err)
+}
+
+// isNetErr reports whether err is itself a network error, as go-redis
+// returns them, rather than one of our errors that wraps one (a replica's
+// WAIT that failed, say), whose own words must stay.
+func isNetErr(err error) bool {
+	switch err.(type) {
+	case *net.OpError, *net.DNSError:
+		return true
+	}
+	return false
+}
+
+// timeoutError is the ErrNodeTimeout of one node's vote: how long the node
+// was waited for, or the timeout the network reported, and its last failure
+// when one is known.
+type timeoutError struct {
+	after time.Duration // the node timeout; 0 when a network timeout
+	net   error         // the network's timeout, when it was one
+	last  error         // the node's last failure before, if any
+}
+
+func (e *timeoutError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrNodeTimeout.Error())
+	if e.after > 0 {
+		fmt.Fprintf(&b, " of %v", e.after)
+	}
+	if e.net != nil && !errors.Is(e.net, context.DeadlineExceeded) && !errors.Is(e.net, context.Canceled) {
+		// The request's own deadline says nothing more; the network's
+		// timeout says where it ran out.
+		fmt.Fprintf(&b, " (%s)", describe(e.net))
+	}
+	if e.last != nil {
+		fmt.Fprintf(&b, " (last error: %s)", describe(e.last))
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrNodeTimeout, and the node's last failure: never the
+// network's timeout, which may be a context error that the caller would
+// take for its own ctx's (see nodeErr).
+func (e *timeoutError) Unwrap() []error {
+	if e.last != nil {
+		return []error{ErrNodeTimeout, e.last}
+	}
+	return []error{ErrNodeTimeout}
+}
+
+// withLast is the error of a node that was not asked, or did not answer,
+// with the node's last failure, which is likely why.
+type withLast struct {
+	err, last error
+}
+
+func (e *withLast) Error() string {
+	return e.err.Error() + " (last error: " + describe(e.last) + ")"
+}
+
+func (e *withLast) Unwrap() []error { return []error{e.err, e.last} }
 
 // chained is an error that wraps two: its message is the outer's, then the
 // inner's without a second "redlock: " prefix.
@@ -192,11 +366,15 @@ func nodeList(b *strings.Builder, votes []NodeVote, what string, match func(Node
 }
 
 // Unwrap returns the sentinel (ErrNotAcquired, ErrNotHeld or
-// ErrUnconfirmed), a NodeError for each node that failed, ErrWrongType when
-// a node holds a value of another type at the key, and the ctx error when
-// the ctx ended the call.
+// ErrUnconfirmed), ErrUnavailable when too few nodes answered an
+// acquisition, a NodeError for each node that failed, ErrWrongType when a
+// node holds a value of another type at the key, and the ctx error when the
+// ctx ended the call.
 func (e *QuorumError) Unwrap() []error {
 	errs := []error{e.sentinel}
+	if e.unavailable {
+		errs = append(errs, ErrUnavailable)
+	}
 	wrongType := false
 	for _, v := range e.Stats.Nodes {
 		switch {

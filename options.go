@@ -289,8 +289,11 @@ func WithNodeGuard(enabled bool) ClientOption {
 	return clientOnly(func(c *config) { c.guard = enabled })
 }
 
-// WithLogger sets where the Client logs: guard quarantines, lost locks and
-// read-only nodes at Warn, failed rounds at Debug. Tokens are logged only at
+// WithLogger sets where the Client logs: guard quarantines, lost locks,
+// read-only nodes, and node errors that retrying will not fix (a refused
+// password or DB, a host name that does not resolve, an ACL user without a
+// command the library needs) at Warn, the last once per node and kind as
+// soon as it is seen; failed rounds at Debug. Tokens are logged only at
 // Debug. The default is silent. A panic in the logger's handler is
 // recovered, and its record dropped: the library logs from its own
 // goroutines (renewals, expiries, the nodes' senders). It is a Client

@@ -3,10 +3,11 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/redlockgo/redlock/internal/transport"
 )
 
 // Names of the operations, as Stats.Op reports them.
@@ -73,6 +74,11 @@ type NodeVote struct {
 	// Latency is how long the node took to answer; zero when it did not
 	// answer before the round was decided.
 	Latency time.Duration
+	// Holder is the label (see WithLabel) of the lock that held the key on
+	// a node that said no, when it is known: only in the error of an
+	// acquisition, which reads it once the call gives up, and only for a
+	// plain lock with a label. It is "" otherwise.
+	Holder string
 }
 
 // Stats describes one round of requests to the nodes: an attempt to acquire,
@@ -304,9 +310,12 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 				waitFor--
 			}
 			o.count(rp)
+			if !sp.diagnostic {
+				c.faults.seen(rp)
+			}
 		case <-timer.C:
 			o.took = c.now().Sub(o.r.start)
-			o.markPending(c, ErrNodeTimeout, sp.diagnostic)
+			o.markPending(c, &timeoutError{after: sp.timeout}, sp.diagnostic)
 			return o
 		case <-ctx.Done():
 			o.ctxErr = ctx.Err()
@@ -382,15 +391,20 @@ func (lg *leg) wait(ctx context.Context, fn func(ctx context.Context)) {
 // context error here is always that deadline, never the caller's ctx: left
 // as it is, it would match context.DeadlineExceeded, which callers read as
 // "my ctx ended". A network timeout (go-redis's ReadTimeout, or its read
-// deadline from the ctx with ContextTimeoutEnabled) is the same event.
+// deadline from the ctx with ContextTimeoutEnabled) is the same event. A
+// command that go-redis left unanswered fails with what go-redis said of
+// its batch (see transport.Cause).
 func nodeErr(err error) error {
 	if err == nil {
 		return nil
 	}
+	// The cause of a command go-redis left unanswered is the node's
+	// failure: it names it better than "no reply".
+	err = transport.Cause(err)
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
 		(errors.As(err, &ne) && ne.Timeout()) {
-		return fmt.Errorf("%w (%v)", ErrNodeTimeout, err)
+		return &timeoutError{net: err}
 	}
 	return err
 }
@@ -413,9 +427,9 @@ func (o *outcome) count(rp reply) {
 }
 
 // markPending sets the votes of the nodes that have not answered: failures
-// for ErrNodeTimeout, which also marks those nodes stalled until they
-// answer (unless the round is diagnostic), and VoteNotWaited for
-// ErrNoAnswer.
+// for a timeout (an error that matches ErrNodeTimeout), which also marks
+// those nodes stalled until they answer (unless the round is diagnostic),
+// and VoteNotWaited for ErrNoAnswer.
 func (o *outcome) markPending(c *Client, why error, diagnostic bool) {
 	o.r.mu.Lock()
 	defer o.r.mu.Unlock()
@@ -425,20 +439,24 @@ func (o *outcome) markPending(c *Client, why error, diagnostic bool) {
 		select {
 		case rp := <-o.r.in.ch:
 			o.count(rp)
+			if !diagnostic {
+				c.faults.seen(rp)
+			}
 		default:
 			drained = true
 		}
 	}
+	timedOut := why != ErrNoAnswer
 	for i := range o.votes {
 		if o.votes[i].v != votePending {
 			continue
 		}
 		v := VoteFailed
-		if why == ErrNoAnswer {
+		if !timedOut {
 			v = VoteNotWaited
 		}
 		o.votes[i].v, o.votes[i].err = v, why
-		if why == ErrNodeTimeout && !diagnostic {
+		if timedOut && !diagnostic {
 			o.r.stalled[i] = true
 			c.nodes[i].stalled.Add(1)
 		}
@@ -494,10 +512,15 @@ func (o *outcome) stats(op, key string, quorum int) Stats {
 // nodeVotes returns the votes as Stats.Nodes has them, newly made. Stats
 // get them only where they leave the Client (an error, the Observer,
 // Lock.Stats), so that a round nobody looks at does not make them.
+//
+// A node that failed for want of an answer (a timeout, or busy with an
+// earlier request) gets its last failure in its vote's error, when one is
+// known: go-redis may take seconds to give up dialing a node that refuses
+// connections, longer than the node timeout, and that failure is then why.
 func (o *outcome) nodeVotes(c *Client) []NodeVote {
 	nv := make([]NodeVote, len(o.votes))
 	for i, v := range o.votes {
-		nv[i] = NodeVote{Index: i, Addr: c.nodes[i].addr, Vote: v.v, Err: v.err, Latency: v.lat}
+		nv[i] = NodeVote{Index: i, Addr: c.nodes[i].addr, Vote: v.v, Err: c.faults.explain(i, v.err), Latency: v.lat}
 	}
 	return nv
 }

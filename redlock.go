@@ -71,6 +71,7 @@ type Client struct {
 	waitlist *waitlist // wakes waiting Lock calls on release
 
 	log      *slog.Logger
+	faults   nodeFaults   // the nodes' failures: for messages, and warnings given once
 	observer Observer     // nil when none
 	hooks    testHooks    // the tests' negative controls; zero in use
 	ttlMax   atomic.Int64 // the longest TTL sent to a node so far; only raiseMaxTTL writes it
@@ -114,6 +115,7 @@ func New(nodes []redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 		}
 		c.nodes[i] = newNode(c, i, rc)
 	}
+	c.faults.init(c)
 	cfg, err := defaultConfig().applyClient(opts)
 	if err != nil {
 		return nil, err
@@ -251,9 +253,12 @@ func (c *Client) leave() { c.calls.Done() }
 // On failure every node that may hold our token is told to release it: the
 // ones that said yes or failed before Lock returns, and the ones that had
 // not answered as soon as they answer (a release sent earlier could overtake
-// the request it undoes). The error matches ErrNotAcquired; when ctx ended
-// the wait, it also matches ctx.Err(), and after Close, ErrClosed. The error
-// is a *QuorumError that says what each node answered in the last attempt.
+// the request it undoes). The error matches ErrNotAcquired, and
+// ErrUnavailable when too few nodes answered for a quorum (an outage, not a
+// lock held elsewhere); when ctx ended the wait, it also matches ctx.Err(),
+// and after Close, ErrClosed. The error is a *QuorumError that says what
+// each node answered in the last attempt; when ctx cut that attempt short
+// before its votes decided it, in the last attempt they did decide.
 // Bad options or an empty key give an error that wraps ErrInvalidOption.
 func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	return c.acquire(ctx, []string{key}, opts, true, plainFlavour)

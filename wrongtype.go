@@ -16,6 +16,11 @@ import (
 // are asked for their keys' types, once, when the call gives up: never on
 // the path of an attempt. The probe is bounded by the node timeout; the
 // caller's ctx, which may be what ended the call, does not stop it.
+//
+// The same probe reads the value of a key that holds a plain lock, and
+// gives the votes of the nodes that said no its label as their Holder: the
+// acquire requests (SET NX) do not return the value they found, and making
+// them would cost every attempt what only a failed call needs.
 func (a *acquisition) nameWrongTypes(st *Stats) {
 	c := a.c
 	ask := make([]bool, len(c.nodes))
@@ -34,6 +39,9 @@ func (a *acquisition) nameWrongTypes(st *Stats) {
 	if !asked {
 		return
 	}
+	// A node's holder is written before its reply is delivered, and read
+	// only when the reply was gathered.
+	holders := make([]string, len(c.nodes))
 	o := c.fanout(context.Background(), &spec{
 		op:      "type",
 		timeout: a.cfg.nodeTimeout,
@@ -45,11 +53,14 @@ func (a *acquisition) nameWrongTypes(st *Stats) {
 			return nil
 		},
 		start: func(_ context.Context, lg *leg) {
-			lg.n.pipe.Submit(&typeJob{leg: *lg, keys: a.t.rkeys})
+			lg.n.pipe.Submit(&typeJob{leg: *lg, keys: a.t.rkeys, holder: &holders[lg.n.index]})
 		},
 	})
 	o.finish(nil)
 	for i, got := range o.got {
+		if got && st.Nodes[i].Vote == VoteNo && st.Nodes[i].Err == nil {
+			st.Nodes[i].Holder = holders[i]
+		}
 		if !got || o.vals[i] <= 0 {
 			continue
 		}
@@ -64,7 +75,9 @@ func (a *acquisition) nameWrongTypes(st *Stats) {
 }
 
 // typeJob reads the types of a lock's keys on one node, and delivers 1 when
-// one of them holds a type no lock or semaphore uses, else 0.
+// one of them holds a type no lock or semaphore uses, else 0. It sets
+// holder, before it delivers, to the label of the first key that holds a
+// plain lock with one.
 type typeJob struct {
 	leg
 	keys  []string
@@ -72,23 +85,34 @@ type typeJob struct {
 	// permits reads a semaphore's '#permits' member: a sorted set without
 	// it is not ours. Its WRONGTYPE error on other types is ignored.
 	permits []*redis.FloatCmd
+	// values reads a plain lock's value, for its label. Its WRONGTYPE
+	// error on other types is ignored.
+	values []*redis.StringCmd
+	holder *string
 }
 
 func (j *typeJob) Deadline() time.Time { return j.end }
 func (j *typeJob) Fail(err error)      { j.leg.deliver(0, err) }
 
 func (j *typeJob) Commands(cmds []redis.Cmder) []redis.Cmder {
-	j.types, j.permits = j.types[:0], j.permits[:0]
+	j.types, j.permits, j.values = j.types[:0], j.permits[:0], j.values[:0]
 	for _, k := range j.keys {
 		typ := redis.NewStatusCmd(context.Background(), "type", k)
 		p := redis.NewFloatCmd(context.Background(), "zscore", k, permitsMember)
-		j.types, j.permits = append(j.types, typ), append(j.permits, p)
-		cmds = append(cmds, typ, p)
+		v := redis.NewStringCmd(context.Background(), "get", k)
+		j.types, j.permits, j.values = append(j.types, typ), append(j.permits, p), append(j.values, v)
+		cmds = append(cmds, typ, p, v)
 	}
 	return cmds
 }
 
 func (j *typeJob) Done(time.Time, time.Time) bool {
+	for _, v := range j.values {
+		if label := labelOf(v.Val()); v.Err() == nil && label != "" {
+			*j.holder = label
+			break
+		}
+	}
 	for i, cmd := range j.types {
 		typ, err := cmd.Result()
 		if err != nil {

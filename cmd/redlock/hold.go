@@ -49,7 +49,7 @@ Flags:
 func (r *runner) hold(ctx context.Context, l *redlock.Lock, sigs <-chan os.Signal) int {
 	select {
 	case <-l.Done():
-		r.say("lock %q lost before it was announced: %v; exiting %d", r.cfg.key, l.Err(), exitLockLost)
+		r.say("lock %q lost before it was announced: %s; exiting %d", r.cfg.key, lossReason(l.Err()), exitLockLost)
 		r.release(l)
 		return exitLockLost
 	default:
@@ -80,7 +80,7 @@ func (r *runner) hold(ctx context.Context, l *redlock.Lock, sigs <-chan os.Signa
 			r.release(l)
 			return exitOK
 		case <-l.Done():
-			r.say("lock %q lost: %v; exiting %d", r.cfg.key, l.Err(), exitLockLost)
+			r.say("lock %q lost: %s; exiting %d", r.cfg.key, lossReason(l.Err()), exitLockLost)
 			// Clear what is left on the nodes that still hold the token.
 			r.release(l)
 			return exitLockLost

@@ -51,7 +51,7 @@ func TestLockLost(t *testing.T) {
 	}
 	code := l.p.wait(t, 15*time.Second)
 	require.Equal(t, exitLockLost, code, "exit status: got %d, want %d; stderr:\n%s", code, exitLockLost, l.p.errText())
-	require.Contains(t, l.p.errText(), `lock "hold-lost" lost: redlock: lock lost`)
+	require.Contains(t, l.p.errText(), `lock "hold-lost" lost: validity ended before a renewal succeeded`)
 	require.Less(t, time.Since(killed), 10*time.Second)
 }
 

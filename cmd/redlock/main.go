@@ -64,8 +64,9 @@
 //	69     too few nodes answered for a quorum (EX_UNAVAILABLE)
 //	75     the lock is held elsewhere: --no-wait, or --wait ran out
 //	       (EX_TEMPFAIL); --conflict-exit-code changes it
-//	76     the lock was lost while the command ran; the command was sent
-//	       SIGTERM, then SIGKILL after --grace
+//	76     the command was stopped: the lock was lost, or renewals had
+//	       not extended it --grace before its end (SIGTERM then, SIGKILL
+//	       when it ends), or the command's supervisor was killed
 //	126    the command could not be started
 //	127    the command was not found
 //	128+N  signal N ended the wait for the lock

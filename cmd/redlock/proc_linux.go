@@ -30,7 +30,14 @@ import (
 // open, and then kills every process under it. As a child subreaper it
 // inherits every orphan of the tree, even one that left the command's
 // process group or session, so none escapes: a script's `pg_dump &` does not
-// go on without the lock.
+// go on without the lock. It leads a process group of its own, so that a
+// kill of run's group (timeout -s KILL, kill -9 %1) does not take it too,
+// and its name and arguments do not hold "redlock", so that a kill by name
+// (pkill -9 redlock) does not either. Run is a child subreaper too: when
+// the supervisor alone is killed, the command's orphans come up to run,
+// which kills them and the command's group before it releases the lock.
+// Only both killed at once, by a signal to each, leaves the tree to the
+// kernel: the command dies with the supervisor, what it started goes on.
 //
 // The supervisor speaks to run over two pipes: the lifeline (fd 3 in the
 // supervisor), which run writes "q" to when it exits normally, and whose
@@ -40,7 +47,11 @@ import (
 
 // superviseArg, as the first argument, makes the binary a supervisor. No
 // user types it: run passes it to its own binary.
-const superviseArg = "__redlock-supervise"
+const superviseArg = "__rl-supervise"
+
+// supervisorName is the supervisor's argv[0] and its name in ps, which a
+// kill by name of redlock does not match.
+const supervisorName = "rl-supervise"
 
 // The supervisor's file descriptors, as ExtraFiles places them.
 const (
@@ -58,11 +69,11 @@ func init() {
 	}
 }
 
-// sysProcAttr gives the command a process group of its own when group is
-// set. The kernel also kills the command when its parent, the supervisor,
-// dies: without the supervisor nothing would stop the tree with run.
-func sysProcAttr(group bool) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: group, Pdeathsig: syscall.SIGKILL}
+// sysProcAttr puts the command in process group pgid, or in a group of its
+// own when pgid is 0. The kernel also kills the command when its parent,
+// the supervisor, dies.
+func sysProcAttr(pgid int) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pgid: pgid, Pdeathsig: syscall.SIGKILL}
 }
 
 // startChild starts argv with the given extra environment, its stdio
@@ -76,6 +87,17 @@ func startChild(argv, env []string, foreground bool) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := os.Stat("/proc/self/exe"); err != nil {
+		// No /proc (a minimal sandbox): run the command as other systems
+		// do, and say what is lost.
+		c, err := startDirect(argv, env, foreground)
+		if c != nil {
+			c.note = "no /proc: the command runs without a supervisor, and a killed redlock leaves what it started running"
+		}
+		return c, err
+	}
+	// Orphans of the tree come up to run if the supervisor dies.
+	_ = setSubreaper()
 	lifeR, lifeW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -86,24 +108,27 @@ func startChild(argv, env []string, foreground bool) (*child, error) {
 		lifeW.Close()
 		return nil, err
 	}
-	mode := "group"
+	// The command's process group: its own (0), or in the foreground
+	// run's, so that it can read from the terminal.
+	pgid := 0
 	if foreground {
-		mode = "same"
+		pgid = syscall.Getpgrp()
 	}
 	// /proc/self/exe is run's own binary even if the file was replaced or
 	// removed since run started, as an upgrade may do.
 	sup := exec.Command("/proc/self/exe")
-	sup.Args = append([]string{"redlock", superviseArg, mode, path}, argv...)
+	sup.Args = append([]string{supervisorName, superviseArg, strconv.Itoa(pgid), path}, argv...)
 	sup.Stdin, sup.Stdout, sup.Stderr = os.Stdin, os.Stdout, os.Stderr
 	sup.Env = append(os.Environ(), env...)
 	sup.ExtraFiles = []*os.File{lifeR, repW}
+	sup.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = sup.Start()
 	lifeR.Close()
 	repW.Close()
 	if err != nil {
 		lifeW.Close()
 		repR.Close()
-		return nil, fmt.Errorf("starting the supervisor: %w", err)
+		return nil, &startError{code: exitCannotRun, msg: fmt.Sprintf("starting the command's supervisor: %v", err)}
 	}
 	rep := bufio.NewReader(repR)
 	// fail ends a supervisor that started no command, and reaps it.
@@ -139,16 +164,19 @@ func startChild(argv, env []string, foreground bool) (*child, error) {
 		return fail(err)
 	}
 	c := &child{proc: proc, group: !foreground}
+	supStart := startTime(sup.Process.Pid)
 	c.waitFn = func() (waitStatus, error) {
 		defer repR.Close()
 		line, err := rep.ReadString('\n')
 		word, rest, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
 		if err != nil || word != "exit" {
 			// The supervisor died (someone killed it); the kernel then
-			// killed the command, its direct child.
+			// killed the command, its direct child, and what the command
+			// started came up to run, the next subreaper.
 			lifeW.Close()
 			_ = sup.Wait()
-			return 0, fmt.Errorf("the supervisor of the command ended unexpectedly (%v)", sup.ProcessState)
+			killOrphans(pid, !foreground, supStart)
+			return 0, fmt.Errorf("the command's supervisor was killed (%v), and with it the command and what it started", sup.ProcessState)
 		}
 		ws, err := strconv.ParseUint(rest, 10, 32)
 		if err != nil {
@@ -171,9 +199,9 @@ func startChild(argv, env []string, foreground bool) (*child, error) {
 	return c, nil
 }
 
-// superviseMain is the supervisor's main function: args are the mode ("group"
-// or "same"), the command's path, then its argv. It returns the
-// supervisor's exit status, which nobody reads but tests.
+// superviseMain is the supervisor's main function: args are the command's
+// process group (0 for one of its own), its path, then its argv. It
+// returns the supervisor's exit status, which nobody reads but tests.
 func superviseMain(args []string) int {
 	// The command must not inherit the pipes: the lifeline would stay open
 	// after run's death, and the report after the supervisor's.
@@ -184,11 +212,16 @@ func superviseMain(args []string) int {
 		fmt.Fprintln(os.Stderr, "redlock: the supervisor is started by redlock run, not by hand")
 		return exitUsage
 	}
-	mode, path, argv := args[0], args[1], args[2:]
+	pgid, err := strconv.Atoi(args[0])
+	if err != nil {
+		fmt.Fprintf(report, "start %d bad process group %q\n", exitCannotRun, args[0])
+		return exitCannotRun
+	}
+	path, argv := args[1], args[2:]
 	// The parent-death signal is sent when the thread that started the
 	// command ends, not the process: keep this goroutine on its thread.
 	runtime.LockOSThread()
-	setName("redlock-sup")
+	setName(supervisorName)
 	if err := setSubreaper(); err != nil {
 		fmt.Fprintf(report, "start %d cannot supervise the command: %v\n", exitCannotRun, err)
 		return exitCannotRun
@@ -201,7 +234,7 @@ func superviseMain(args []string) int {
 
 	proc, err := os.StartProcess(path, argv, &os.ProcAttr{
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-		Sys:   sysProcAttr(mode == "group"),
+		Sys:   sysProcAttr(pgid),
 	})
 	if err != nil {
 		code := exitCannotRun
@@ -250,7 +283,7 @@ func superviseMain(args []string) int {
 		// Run died while the command ran. It told nobody; its lock is no
 		// longer renewed.
 	}
-	killTree(pid, mode == "group", reaped)
+	killTree(pid, pgid == 0, reaped)
 	return exitFail
 }
 
@@ -359,4 +392,46 @@ func groupAlive(pgid int) bool {
 		}
 	}
 	return false
+}
+
+// killOrphans kills, once the supervisor was killed, the command's process
+// group and every child of run that the command's tree left behind: they
+// came up to run, the next subreaper. Only children that started after the
+// supervisor count, so that other children of the process (a test binary
+// has some) are left alone. It gives up after a few seconds of a tree that
+// keeps forking.
+func killOrphans(pid int, group bool, since uint64) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if group {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		var kids []int
+		for _, k := range childrenOf(os.Getpid()) {
+			if startTime(k) >= since {
+				kids = append(kids, k)
+			}
+		}
+		if len(kids) == 0 || time.Now().After(deadline) {
+			return
+		}
+		for _, k := range kids {
+			_ = syscall.Kill(k, syscall.SIGKILL)
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(k, &ws, syscall.WNOHANG, nil)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// startTime is when process pid started, in clock ticks since boot; 0
+// when it is gone.
+func startTime(pid int) uint64 {
+	// starttime is field 22 of stat; procStat's fields begin at field 3.
+	f := procStat(pid)
+	if len(f) < 20 {
+		return 0
+	}
+	t, _ := strconv.ParseUint(f[19], 10, 64)
+	return t
 }

@@ -51,6 +51,32 @@ type child struct {
 	waitFn func() (waitStatus, error)
 	// finishFn is called once run is done with the command, after wait.
 	finishFn func(keep bool)
+	// note is a warning about how the command runs, for run to print.
+	note string
+}
+
+// startDirect starts argv as run's own child, with the given extra
+// environment, its stdio connected to run's. Unless foreground is set, the
+// command gets a process group of its own.
+func startDirect(argv, env []string, foreground bool) (*child, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: !foreground}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &child{
+		proc:  cmd.Process,
+		group: !foreground,
+		waitFn: func() (waitStatus, error) {
+			err := cmd.Wait()
+			if cmd.ProcessState == nil {
+				return 0, err
+			}
+			return cmd.ProcessState.Sys().(syscall.WaitStatus), nil
+		},
+	}, nil
 }
 
 // waitStatus is how a command ended.

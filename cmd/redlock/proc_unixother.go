@@ -2,35 +2,14 @@
 
 package main
 
-import (
-	"os"
-	"os/exec"
-	"syscall"
-)
+import "syscall"
 
 // startChild starts argv with the given extra environment, its stdio
 // connected to run's. Unless foreground is set, the command gets a process
 // group of its own. Unlike Linux, these systems cannot stop the command
 // when run dies: a killed run leaves it running.
 func startChild(argv, env []string, foreground bool) (*child, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: !foreground}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return &child{
-		proc:  cmd.Process,
-		group: !foreground,
-		waitFn: func() (waitStatus, error) {
-			err := cmd.Wait()
-			if cmd.ProcessState == nil {
-				return 0, err
-			}
-			return cmd.ProcessState.Sys().(syscall.WaitStatus), nil
-		},
-	}, nil
+	return startDirect(argv, env, foreground)
 }
 
 // foregroundTTY reports false: the terminal is only looked at on Linux, and

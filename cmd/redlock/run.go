@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -70,9 +71,11 @@ type runner struct {
 	specs  []nodeSpec
 	stdout io.Writer // lock without a command prints the lock here
 	stderr io.Writer
-	// attempts records the acquisition attempts, to tell an outage from a
-	// lock held elsewhere.
-	attempts attemptLog
+	// sayMu makes each message one write: the wait's watcher and the
+	// Observer speak beside the run.
+	sayMu sync.Mutex
+	// progress watches the acquisition attempts, to report an outage.
+	progress *progress
 	// terminal is set when the command shares run's process group in the
 	// foreground of a terminal: the terminal's SIGINT and SIGQUIT reach the
 	// command directly, and are not passed on a second time.
@@ -80,7 +83,10 @@ type runner struct {
 }
 
 func (r *runner) say(format string, args ...any) {
-	fmt.Fprintf(r.stderr, "redlock "+r.cfg.name+": "+format+"\n", args...)
+	msg := fmt.Sprintf("redlock "+r.cfg.name+": "+format+"\n", args...)
+	r.sayMu.Lock()
+	defer r.sayMu.Unlock()
+	_, _ = io.WriteString(r.stderr, msg)
 }
 
 func (r *runner) verbose(format string, args ...any) {
@@ -103,10 +109,11 @@ func (r *runner) run(ctx context.Context) int {
 	for i, rc := range rcs {
 		conns[i] = rc
 	}
-	client, err := redlock.New(conns, r.cfg.options(&r.attempts)...)
+	r.progress = newProgress(&r.cfg, r.say)
+	client, err := redlock.New(conns, append(r.cfg.options(), r.progress.option())...)
 	if err != nil {
 		// Bad options, or the same server given twice.
-		r.say("%v", err)
+		r.say("%s", bare(err))
 		return exitUsage
 	}
 	// Deferred after closeAll, so it runs first: the Client's requests in
@@ -134,7 +141,8 @@ func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.
 	}
 
 	// A signal ends the wait. The watcher is stopped before the command
-	// starts, and says which signal it got.
+	// starts, and says which signal it got. It says so at once: the
+	// attempt in flight may take a while to end on hung nodes.
 	stop := make(chan struct{})
 	interrupted := make(chan os.Signal, 1)
 	go func() {
@@ -143,8 +151,13 @@ func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.
 			select {
 			case s := <-sigs:
 				if endsWait(s) {
-					interrupted <- s
 					cancel()
+					outage := ""
+					if r.progress.nodesDown() {
+						outage = " (" + r.progress.unavailable() + ")"
+					}
+					r.say("%s while waiting for %q%s; exiting %d", signalName(s), r.cfg.key, outage, signalStatus(s))
+					interrupted <- s
 					return
 				}
 			case <-stop:
@@ -162,23 +175,28 @@ func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.
 		r.verbose("acquiring %q on %d nodes, waiting as long as it takes", r.cfg.key, len(r.specs))
 	}
 	start := time.Now()
-	var (
-		l   *redlock.Lock
-		err error
-	)
-	l, err = r.take(actx, c)
+	watched := make(chan struct{})
+	if r.cfg.tryOnce() {
+		close(watched)
+	} else {
+		go func() {
+			defer close(watched)
+			r.progress.watch(start, stop, actx.Done())
+		}()
+	}
+	l, err := r.take(actx, c)
 	close(stop)
+	<-watched
 	if sig, ok := <-interrupted; ok {
 		if l != nil {
 			r.release(l)
 		}
-		r.say("%s while waiting for %q; exiting %d", signalName(sig), r.cfg.key, signalStatus(sig))
 		return nil, signalStatus(sig)
 	}
 	if err != nil {
 		if errors.Is(err, redlock.ErrInvalidOption) || errors.Is(err, redlock.ErrPermitsMismatch) {
 			// Waiting would not help: the key's holders use other permits.
-			r.say("%v; exiting %d", err, exitUsage)
+			r.say("%s; exiting %d", bare(err), exitUsage)
 			return nil, exitUsage
 		}
 		var why string
@@ -190,23 +208,37 @@ func (r *runner) acquire(ctx context.Context, c *redlock.Client, sigs <-chan os.
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 			why = fmt.Sprintf("-wait %v ran out: ", r.cfg.wait.d)
 		}
-		if st, ok := r.attempts.unavailable(err); ok {
-			r.say("%sno quorum of nodes reachable: %s: %v; exiting %d", why, describeFailures(st), err, exitUnavailable)
+		if errors.Is(err, redlock.ErrUnavailable) {
+			r.say("%s%s; exiting %d", why, r.describeOutage(err), exitUnavailable)
 			return nil, exitUnavailable
 		}
-		r.say("%s%v; exiting %d", why, err, r.cfg.conflictCode)
+		r.say("%s%s; exiting %d", why, bare(err), r.cfg.conflictCode)
 		return nil, r.cfg.conflictCode
 	}
 	st := l.Stats()
-	r.verbose("acquired %q after %v: %d/%d nodes (quorum %d), validity %v, token %s",
-		r.cfg.key, time.Since(start).Round(time.Millisecond), st.Yes, len(st.Nodes), st.Quorum,
-		st.Validity.Round(time.Millisecond), l.Token())
-	for _, v := range st.Nodes {
-		if v.Vote == redlock.VoteFailed || v.Vote == redlock.VoteNotWaited {
-			r.verbose("  node %d (%s): %v", v.Index, v.Addr, v.Err)
+	took := time.Since(start).Round(time.Millisecond)
+	if r.progress.inOutage() {
+		r.say("acquired %q after %v, once the nodes answered again", r.cfg.key, took)
+	}
+	if r.cfg.verbose {
+		var nodes string
+		if d := describeNodes(notes(st.Nodes, "not needed: quorum already decided")); d != "" {
+			nodes = "; " + d
 		}
+		r.say("acquired %q after %v: %d of %d nodes (quorum %d), validity %v, token %s%s",
+			r.cfg.key, took, st.Yes, len(st.Nodes), st.Quorum, st.Validity.Round(time.Millisecond), l.Token(), nodes)
 	}
 	return l, 0
+}
+
+// describeOutage says which nodes failed, and why, for err, an
+// acquisition's ErrUnavailable: by what the attempts found, since a round
+// that a quorum of failures decided did not wait for the other nodes.
+func (r *runner) describeOutage(err error) string {
+	if d := r.progress.unavailable(); d != "" {
+		return d
+	}
+	return bare(err)
 }
 
 // take makes the acquisition: a lock, a read lock with -shared, or a permit
@@ -243,7 +275,7 @@ func (r *runner) release(l *redlock.Lock) {
 	case wasLost:
 		// Already reported; this only cleared what was left on the nodes.
 	case err != nil:
-		r.say("warning: releasing %q: %v; what is left on the nodes expires within -ttl %v", r.cfg.key, err, r.cfg.ttl)
+		r.say("warning: releasing %q: %s; what is left on the nodes expires within -ttl %v", r.cfg.key, bare(err), r.cfg.ttl)
 	default:
 		r.verbose("released %q", r.cfg.key)
 	}

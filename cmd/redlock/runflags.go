@@ -84,7 +84,7 @@ func runFlags(cfg *runConfig, output io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.shared, "shared", cfg.shared, "take a shared (read) lock, as flock(1) -s does: any number of shared holders at once, and none while an exclusive one holds; a waiting exclusive run goes first")
 	fs.BoolVar(&cfg.shared, "s", cfg.shared, "the same as -shared")
 	fs.IntVar(&cfg.permits, "permits", cfg.permits, "take one of `k` permits of a counting semaphore on the key: at most k holders at once; every run on the key must give the same k. It needs more nodes than a lock once k > 1: floor(k*N/(k+1))+1 of N")
-	durationVar(fs, &cfg.grace, "grace", "the `duration` the command has to exit after SIGTERM before SIGKILL. When renewals fail, SIGTERM comes -grace before the lock's validity ends, so that the command is gone by then; at most half of -ttl; 0 means a fifth of -ttl")
+	durationVar(fs, &cfg.grace, "grace", "the `duration` the command has to exit after SIGTERM before SIGKILL. When renewals fail, SIGTERM comes -grace before the lock's validity ends, so that the command is gone by then. At most half of -ttl (or of a shorter -max-hold), and short enough that a renewal, due a third of -ttl in, has two -node-timeouts to land before it; 0 means a fifth of -ttl (or of -max-hold)")
 	durationVar(fs, &cfg.maxHold, "max-hold", "stop the command, as if the lock were lost, once it has held the lock for this `duration`; 0 means no limit")
 	durationVar(fs, &cfg.nodeTimeout, "node-timeout", "the longest `duration` of each request to a node; 0 means ttl/10, at most "+maxNodeTimeout.String())
 	fs.BoolVar(&cfg.nodeGuard, "node-guard", cfg.nodeGuard, "quarantine a node that restarted less than the TTL ago, or whose clock jumped: its vote does not count until the TTL has passed (redlock.WithNodeGuard). Turn it on when the nodes run without appendfsync always, or their clocks are not trusted; the first run after a node starts then waits for the TTL")
@@ -115,8 +115,10 @@ func runExitHelp(name string) string {
                  unreachable (EX_UNAVAILABLE)
   %-3[3]d            the lock is held elsewhere: -no-wait, or -wait ran out
                  (EX_TEMPFAIL); -conflict-exit-code (-E) changes it
-  %-3[4]d            the lock was lost: the command was stopped, whatever its
-                 own status; lock without a command exits with it too
+  %-3[4]d            the lock was lost, or about to end without renewals, or
+                 the command's supervisor was killed: the command was
+                 stopped, whatever its own status; lock without a command
+                 exits with it when the lock was lost
   %-3[5]d            the command could not be started
   %-3[6]d            the command was not found
   128+N          signal N ended the wait for the lock
@@ -145,20 +147,25 @@ releases it when the command exits.
     one of k permits of a counting semaphore: up to k runs at once.
   - It extends the lock every third of -ttl. A killed redlock extends
     nothing: the lock expires within -ttl. On Linux the command runs under
-    a small supervisor process that outlives redlock, so that when
-    redlock dies (SIGKILL, the OOM killer) the supervisor kills the
-    command and everything it started at once, even what left its process
-    group; elsewhere, a killed redlock leaves the command running.
+    a small supervisor process (rl-supervise) that outlives redlock: when
+    redlock dies (SIGKILL, the OOM killer, a kill of its process group),
+    the supervisor kills the command and everything it started at once,
+    even what left its process group. When the supervisor alone is
+    killed, redlock does the same and exits %[1]d. Only a kill of both at
+    once, by a signal to each, leaves what the command started running.
+    Elsewhere, and on Linux without /proc, a killed redlock leaves the
+    command running.
   - It passes SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 on to
     the command, with a SIGCONT after SIGTERM and SIGHUP so that a stopped
     command can act on them. Any of the first four ends a wait for the lock.
   - When renewals have not extended the lock -grace before its validity
     ends (or -max-hold is that close), it sends the command SIGTERM, and
-    SIGKILL when the validity ends: the command is gone before another
-    client can take the lock. -grace is a fifth of -ttl by default. If
-    the lock is lost before that (a quorum of nodes lost the key), it
-    sends SIGTERM at once, and SIGKILL -grace later. Either way it exits
-    %[1]d, and kills what is left of the command's tree.
+    SIGKILL when the validity ends: the command and its process group are
+    gone before another client can take the lock. -grace is a fifth of
+    -ttl (or of a shorter -max-hold) by default. If the lock is lost
+    before that (a quorum of nodes lost the key), it sends SIGTERM at
+    once, and SIGKILL -grace later. Either way it exits %[1]d, and kills
+    what is left of the command's tree.
   - The command runs in a process group of its own, and every signal goes
     to the whole group, so that what a script started stops with it.
     -foreground keeps the command in redlock's group instead, so that it
@@ -208,8 +215,6 @@ func (c *runConfig) validate() ([]nodeSpec, error) {
 		return nil, fmt.Errorf("-conflict-exit-code must be in [0, 255], got %d", c.conflictCode)
 	case c.grace < 0:
 		return nil, fmt.Errorf("-grace must not be negative, got %v", c.grace)
-	case c.grace > c.ttl/2:
-		return nil, fmt.Errorf("-grace %v is more than half of -ttl %v: when renewals fail, the command gets SIGTERM -grace before the lock's validity ends, and renewals need time to fail first", c.grace, c.ttl)
 	case c.maxHold < 0:
 		return nil, fmt.Errorf("-max-hold must not be negative, got %v", c.maxHold)
 	case c.nodeTimeout < 0:
@@ -234,13 +239,46 @@ func (c *runConfig) validate() ([]nodeSpec, error) {
 		}
 		c.argv = []string{sh, "-c", c.shell}
 	}
-	if c.grace == 0 {
-		c.grace = c.ttl / 5
+	if err := c.checkGrace(); err != nil {
+		return nil, err
 	}
 	if !c.labelSet {
 		c.label = defaultLabel()
 	}
 	return parseNodes(c.nodes)
+}
+
+// checkGrace sets -grace when it was not given, and checks it. The command
+// gets SIGTERM -grace before the lock's validity ends unless a renewal has
+// moved it by then: a renewal starts a third of -ttl in and may take up to
+// the node timeout to settle, and -grace must leave it that time, or a
+// healthy run is stopped. With -max-hold the lock's time is the shorter.
+func (c *runConfig) checkGrace() error {
+	span, of := c.ttl, "-ttl"
+	if c.maxHold > 0 && c.maxHold < c.ttl {
+		span, of = c.maxHold, "-max-hold"
+	}
+	most := min(span/2, 2*c.ttl/3-2*c.effectiveNodeTimeout())
+	if most <= 0 {
+		return fmt.Errorf("-node-timeout %v leaves renewals no time within -ttl %v: give a -ttl at least 3 times two -node-timeouts", c.effectiveNodeTimeout(), c.ttl)
+	}
+	if c.grace == 0 {
+		c.grace = min(span/5, most)
+		return nil
+	}
+	if c.grace > most {
+		return fmt.Errorf("-grace %v is too long for %s %v: when renewals fail the command gets SIGTERM -grace before the lock ends, and a renewal needs time to land first; at most %v here", c.grace, of, span, most)
+	}
+	return nil
+}
+
+// effectiveNodeTimeout is -node-timeout, or when it is 0 the one derived
+// from -ttl.
+func (c *runConfig) effectiveNodeTimeout() time.Duration {
+	if c.nodeTimeout > 0 {
+		return c.nodeTimeout
+	}
+	return min(max(c.ttl/10, 2*time.Millisecond), maxNodeTimeout)
 }
 
 // defaultLabel is the label of a lock without -label: host:pid, so that
@@ -279,11 +317,8 @@ func (c *runConfig) tryOnce() bool {
 // jittered retry only matters when a holder died and its key expires, and
 // a tool that may wait for minutes need not poll every node 10 times a
 // second for that.
-func (c *runConfig) options(attempts *attemptLog) []redlock.Option {
-	nt := c.nodeTimeout
-	if nt == 0 {
-		nt = min(max(c.ttl/10, 2*time.Millisecond), maxNodeTimeout)
-	}
+func (c *runConfig) options() []redlock.Option {
+	nt := c.effectiveNodeTimeout()
 	return []redlock.Option{
 		redlock.WithTTL(c.ttl),
 		redlock.WithAutoExtend(true),
@@ -294,7 +329,6 @@ func (c *runConfig) options(attempts *attemptLog) []redlock.Option {
 		redlock.WithFencing(c.fencing),
 		redlock.WithOwner(c.owner),
 		redlock.WithLabel(c.label),
-		redlock.WithObserver(attempts),
 		redlock.WithNodeGuard(c.nodeGuard),
 	}
 }

@@ -16,7 +16,7 @@ func (r *runner) supervise(ctx context.Context, l *redlock.Lock, sigs <-chan os.
 	select {
 	case <-l.Done():
 		// Lost between the acquisition and now: do not start.
-		r.say("lock %q lost before the command started: %v; exiting %d", r.cfg.key, l.Err(), exitLockLost)
+		r.say("lock %q lost before the command started: %s; exiting %d", r.cfg.key, lossReason(l.Err()), exitLockLost)
 		r.release(l)
 		return exitLockLost
 	default:
@@ -31,6 +31,9 @@ func (r *runner) supervise(ctx context.Context, l *redlock.Lock, sigs <-chan os.
 		code := startStatus(err)
 		r.say("%v; exiting %d", err, code)
 		return code
+	}
+	if ch.note != "" {
+		r.say("warning: %s", ch.note)
 	}
 	r.verbose("started pid %d: %s", ch.pid(), strings.Join(r.cfg.argv, " "))
 
@@ -97,35 +100,37 @@ loop:
 				term.Reset(left - r.cfg.grace) // extended meanwhile
 				continue
 			}
-			why := "renewals have not extended it"
+			why, reason := "renewals have not extended it", "renewals had not extended the lock"
 			if r.cfg.maxHold > 0 && time.Since(began)+left >= r.cfg.maxHold-r.cfg.ttl/3 {
 				why = fmt.Sprintf("-max-hold %v ends it", r.cfg.maxHold)
+				reason = fmt.Sprintf("-max-hold %v ended the lock", r.cfg.maxHold)
 			}
 			r.say("lock %q ends in %v: %s; sending SIGTERM to the command, and SIGKILL when the lock ends",
 				r.cfg.key, left.Round(time.Millisecond), why)
-			stop(why, until)
+			stop(reason, until)
 		case <-lockDone:
 			lockDone = nil
 			lost = l.Err()
 			if killAt == nil {
-				r.say("lock %q lost: %v; sending SIGTERM to the command, and SIGKILL in %v", r.cfg.key, lost, r.cfg.grace)
+				r.say("lock %q lost: %s; sending SIGTERM to the command, and SIGKILL in %v", r.cfg.key, lossReason(lost), r.cfg.grace)
 				stop("the lock was lost", time.Now().Add(r.cfg.grace))
 			} else {
-				r.say("lock %q lost: %v", r.cfg.key, lost)
+				r.say("lock %q lost: %s", r.cfg.key, lossReason(lost))
 			}
 		case <-killAt:
 			killAt, killed = nil, true
-			r.say("the command did not exit by %s; sending SIGKILL", r.graceEnd(stopped))
+			r.say("the command did not exit by %s; sending SIGKILL", r.graceEnd(l, stopped, deadline))
 			r.signal(ch, sigKILL)
 		}
 	}
 	if res.err != nil {
-		// Wait failed without the command having been reaped; there is
-		// no status to pass on.
-		r.say("waiting for the command: %v", res.err)
+		// The supervisor was killed: the command and its tree are gone,
+		// and there is no status to pass on. The lock may be held still,
+		// but the command was stopped.
 		ch.finish(false)
 		r.release(l)
-		return exitFail
+		r.say("%v; exiting %d", res.err, exitLockLost)
+		return exitLockLost
 	}
 	code := exitStatus(res.ws)
 	r.verbose("the command exited: %s", describeExit(res.ws))
@@ -136,7 +141,7 @@ loop:
 		select {
 		case <-l.Done():
 			lost = l.Err()
-			r.say("lock %q lost as the command exited: %v", r.cfg.key, lost)
+			r.say("lock %q lost as the command exited: %s", r.cfg.key, lossReason(lost))
 			if stopped == "" {
 				r.signal(ch, sigTERM) // what the command left in its group
 				deadline = time.Now().Add(r.cfg.grace)
@@ -153,9 +158,12 @@ loop:
 		ch.finish(false)
 		// Clear what is left on the nodes that still hold the token.
 		r.release(l)
-		if lost != nil {
+		switch {
+		case lost != nil:
 			r.say("exiting %d: the lock was lost while the command ran (the command's own status was %d)", exitLockLost, code)
-		} else {
+		case l.Err() == nil && l.Until().After(deadline):
+			r.say("exiting %d: the command was stopped because %s in time; they did later, and it was released (the command's own status was %d)", exitLockLost, stopped, code)
+		default:
 			r.say("exiting %d: the command was stopped because %s (its own status was %d)", exitLockLost, stopped, code)
 		}
 		return exitLockLost
@@ -166,9 +174,12 @@ loop:
 }
 
 // graceEnd says when the command's time ran out, for a message.
-func (r *runner) graceEnd(stopped string) string {
-	if stopped == "the lock was lost" {
+func (r *runner) graceEnd(l *redlock.Lock, stopped string, deadline time.Time) string {
+	switch {
+	case stopped == "the lock was lost":
 		return fmt.Sprintf("the end of -grace %v after SIGTERM", r.cfg.grace)
+	case l.Err() == nil && l.Until().After(deadline):
+		return "the deadline SIGTERM gave it (renewals have extended the lock since)"
 	}
 	return "the end of the lock's validity"
 }
@@ -187,12 +198,17 @@ func (r *runner) signal(ch *child, sig os.Signal) {
 func (r *runner) stopGroup(ch *child, deadline time.Time) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	// The deadline has a timer of its own: a tick may come after it, and
+	// past the deadline another client may hold the lock.
+	end := time.NewTimer(time.Until(deadline))
+	defer end.Stop()
 	for ch.groupAlive() {
-		if !time.Now().Before(deadline) {
+		select {
+		case <-end.C:
 			r.say("sending SIGKILL to what is left of the command's process group")
 			r.signal(ch, sigKILL)
 			return
+		case <-tick.C:
 		}
-		<-tick.C
 	}
 }

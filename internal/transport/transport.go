@@ -410,14 +410,37 @@ type processor interface {
 
 // dispatch sends a batch: one command on go-redis's single-command path
 // (via), which costs less, more as a pipeline (pl). Each command carries
-// its own error, errNoReply until go-redis reads its reply.
+// its own error, errNoReply until go-redis reads its reply, with the
+// pipeline's error as its cause when go-redis answered none of them.
 func dispatch(ctx context.Context, via processor, pl redis.Pipeliner, cmds []redis.Cmder) {
 	unanswered(cmds)
 	if len(cmds) == 1 && !nilReply(cmds[0]) {
 		_ = via.Process(ctx, cmds[0])
-	} else {
-		_ = pl.BatchProcess(ctx, cmds...)
-		_, _ = pl.Exec(ctx)
+		return
+	}
+	_ = pl.BatchProcess(ctx, cmds...)
+	_, err := pl.Exec(ctx)
+	explainUnanswered(cmds, err)
+}
+
+// explainUnanswered gives the commands of a pipeline that go-redis answered
+// none of the pipeline's error as their cause: go-redis (v9.22) returns the
+// server's refusal of a new connection's setup (AUTH with a wrong password,
+// SELECT of a DB the server does not have) from Exec, and leaves the
+// commands' errors as they were. When a command did get a reply, Exec's
+// error may be that command's own, and says nothing of the others.
+func explainUnanswered(cmds []redis.Cmder, err error) {
+	if err == nil || errors.Is(err, errNoReply) || errors.Is(err, redis.Nil) {
+		return
+	}
+	for _, c := range cmds {
+		if c.Err() != errNoReply {
+			return
+		}
+	}
+	nr := &noReply{cause: err}
+	for _, c := range cmds {
+		c.SetErr(nr)
 	}
 }
 
@@ -540,6 +563,8 @@ func resendable(err error) bool {
 	var ne net.Error
 	var re redis.Error
 	switch {
+	case errors.Is(err, errNoReply):
+		return true
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return false
 	case errors.As(err, &ne) && ne.Timeout():
@@ -561,10 +586,30 @@ func (l *link) close() {
 
 // errNoReply is a command's error until go-redis reads its reply. go-redis
 // (v9.22) may give a pipeline up without setting its commands' errors (on
-// a Conn it marked bad, when the error that marked it was a Redis reply):
-// such a command would otherwise look answered, with a zero value, and a
-// SET that never ran would count as a yes.
-var errNoReply = errors.New("redlock: go-redis returned no reply for the command")
+// a Conn it marked bad, when the error that marked it was a Redis reply; on
+// a new connection whose AUTH or SELECT the server refused): such a command
+// would otherwise look answered, with a zero value, and a SET that never
+// ran would count as a yes. When go-redis says why, the command's error is
+// a noReply with that cause instead.
+var errNoReply = errors.New("redlock: the node gave no reply")
+
+// noReply is errNoReply with its cause: the error go-redis returned for the
+// pipeline, such as the server's refusal of the connection's AUTH. It reads
+// as the cause, and matches both.
+type noReply struct{ cause error }
+
+func (e *noReply) Error() string   { return e.cause.Error() }
+func (e *noReply) Unwrap() []error { return []error{errNoReply, e.cause} }
+
+// Cause returns what go-redis said of a command that it left unanswered:
+// the pipeline's error (a refused dial, AUTH or SELECT), for the caller to
+// report as the node's failure. Any other error is returned as it is.
+func Cause(err error) error {
+	if nr, ok := err.(*noReply); ok {
+		return nr.cause
+	}
+	return err
+}
 
 // unanswered sets errNoReply on the commands of a batch about to be sent.
 func unanswered(cmds []redis.Cmder) {
@@ -578,7 +623,7 @@ func unanswered(cmds []redis.Cmder) {
 func answered(cmds []redis.Cmder) bool {
 	for _, c := range cmds {
 		var re redis.Error
-		if err := c.Err(); err == nil || errors.As(err, &re) {
+		if err := c.Err(); err == nil || (!errors.Is(err, errNoReply) && errors.As(err, &re)) {
 			return true
 		}
 	}

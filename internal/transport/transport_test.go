@@ -402,6 +402,56 @@ func TestUnreadReplyNeverLooksAnswered(t *testing.T) {
 	})
 }
 
+// A batch that go-redis answered none of, because the server refused the
+// new connection's setup (a wrong password, a DB it does not have), fails
+// with the server's words, not with errNoReply's, and still matches
+// errNoReply; Cause gives the server's error. It does not count as
+// answered. A single command (go-redis's own path) gets the server's words
+// too.
+func TestUnansweredBatchSaysWhy(t *testing.T) {
+	s := redistest.Start(t, redistest.Options{}) // skipped with -short
+	admin := s.NewClient(t)
+	require.NoError(t, admin.ConfigSet(t.Context(), "requirepass", "secret").Err())
+	for _, tc := range []struct {
+		name string
+		opts redis.Options
+		want string
+	}{
+		{"wrong password", redis.Options{Password: "wrong"}, "WRONGPASS"},
+		{"bad DB", redis.Options{Password: "secret", DB: 99}, "DB index is out of range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.opts
+			o.Addr = s.Addr()
+			rc := redis.NewClient(&o)
+			t.Cleanup(func() { _ = rc.Close() })
+			p, _ := newPipe(t, rc, Config{})
+			// The pipeline first, on a fresh pipe, so that no single
+			// command's reply (which go-redis gives as any other) has made
+			// the pipe take the client for set up.
+			for _, n := range []int{2, 1} {
+				j := newJob(fmt.Sprintf("why-%d", n))
+				j.perBatch = n
+				p.Submit(j)
+				j.wait(t)
+				for i, err := range j.batches[0].errs {
+					require.ErrorContains(t, err, tc.want, "job of %d, command %d", n, i)
+					require.NotContains(t, err.Error(), "no reply", "job of %d, command %d", n, i)
+					var re redis.Error
+					require.ErrorAs(t, Cause(err), &re, "job of %d, command %d: the server's reply", n, i)
+					if n > 1 {
+						require.ErrorIs(t, err, errNoReply, "a pipeline's command")
+						require.False(t, p.pooled.Load(), "a refused batch counted as answered")
+					}
+				}
+			}
+		})
+	}
+	require.Zero(t, admin.Exists(t.Context(), "why-1", "why-2").Val(), "a refused connection ran a command")
+	// Another error is its own cause.
+	require.Equal(t, errNotSent, Cause(errNotSent))
+}
+
 // Done gets sent and recv from Config.Now only for a batch that holds a Timed job, and zero times otherwise.
 func TestTimedJobsGetTheBatchTimes(t *testing.T) {
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -462,6 +512,7 @@ func TestResendable(t *testing.T) {
 		{"connection reset", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, true},
 		{"READONLY reply", errREADONLY, true},
 		{"errNoReply", errNoReply, true},
+		{"errNoReply with a reply as its cause", &noReply{cause: errERR}, true},
 		{"ctx deadline", context.DeadlineExceeded, false},
 		{"ctx canceled", context.Canceled, false},
 		{"net timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, false},
