@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -72,8 +73,62 @@ func newProgress(cfg *runConfig, say func(string, ...any)) *progress {
 	return &progress{key: cfg.key, verbose: cfg.verbose, once: cfg.tryOnce(), say: say, told: map[string]bool{}}
 }
 
-// option returns the option that makes p the Client's Observer.
-func (p *progress) option() redlock.Option { return redlock.WithObserver(p) }
+// options returns the options that make p the Client's Observer, and its
+// logger: the library logs a lasting fault of a node once, even one that
+// came after its round was decided, which the Observer never sees (a
+// minority of misconfigured nodes under a lock that was won).
+func (p *progress) options() []redlock.Option {
+	return []redlock.Option{redlock.WithObserver(p), redlock.WithLogger(slog.New(logHandler{p}))}
+}
+
+// logHandler passes the library's warnings about a node on to progress:
+// the lasting faults, reported once per node and kind as the Observer's
+// are, and a read-only replica, which can never vote yes. The rest run
+// reports itself (a lost lock), or is not for a command line.
+type logHandler struct{ p *progress }
+
+func (h logHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h logHandler) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h logHandler) WithGroup(string) slog.Handler                { return h }
+
+func (h logHandler) Handle(_ context.Context, r slog.Record) error {
+	v := redlock.NodeVote{Index: -1, Vote: redlock.VoteFailed}
+	kind := ""
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "node":
+			v.Index = int(a.Value.Int64())
+		case "addr":
+			v.Addr = a.Value.String()
+		case "kind":
+			kind = a.Value.String()
+		case "err":
+			if err, ok := a.Value.Any().(error); ok {
+				v.Err = err
+			}
+		}
+		return true
+	})
+	switch {
+	case v.Index < 0:
+	case kind != "" && v.Err != nil:
+		h.p.reportLasting([]redlock.NodeVote{v})
+	case strings.Contains(r.Message, "read-only replica"):
+		h.p.sayOnce(strconv.Itoa(v.Index)+"/replica", "warning: node %d %s is a read-only replica: it can never vote yes; give the masters", v.Index, v.Addr)
+	}
+	return nil
+}
+
+// sayOnce says a message once per id.
+func (p *progress) sayOnce(id, format string, args ...any) {
+	p.mu.Lock()
+	told := p.told[id]
+	p.told[id] = true
+	p.mu.Unlock()
+	if !told {
+		p.say(format, args...)
+	}
+}
 
 // Attempted records the attempt, and reports the lasting faults it met.
 func (p *progress) Attempted(s redlock.Stats, err error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlockgo/redlock"
+	"github.com/redlockgo/redlock/internal/faultproxy"
 	"github.com/redlockgo/redlock/internal/redistest"
 )
 
@@ -322,4 +323,29 @@ func TestLossReason(t *testing.T) {
 	err := fmt.Errorf("%w: validity ended before a renewal succeeded", redlock.ErrLockLost)
 	require.Equal(t, "validity ended before a renewal succeeded", lossReason(err))
 	require.Equal(t, "not held", lossReason(redlock.ErrNotHeld))
+}
+
+// A minority of nodes with a wrong password leaves the lock working, and run
+// exits with the command's status; but it says which node refuses the
+// password, and why, at once and once: the node may answer only after the
+// round was decided, which the library's logger still reports.
+func TestRunReportsMisconfiguredMinority(t *testing.T) {
+	servers, _ := startNodes(t, 5)
+	requirePass(t, servers[:1], "right")
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = "redis://" + s.Addr()
+	}
+	// Slow, so that the round is decided before its refusal comes: only
+	// the library's logger hears of it then.
+	px, err := faultproxy.New(servers[0].Addr(), 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	px.SetLatency(300*time.Millisecond, 0)
+	urls[0] = "redis://:wrong@" + px.Addr()
+	nodes := strings.Join(urls, ",")
+	code, _, stderr := runRedlock(t, nil, "run", "--nodes", nodes, "--key", "minority-misconfigured", "--", "sh", "-c", "sleep 0.5; exit 3")
+	require.Equal(t, 3, code, "stderr:\n%s", stderr)
+	require.Contains(t, stderr, "node 0 "+px.Addr()+": authentication failed: WRONGPASS")
+	require.Equal(t, 1, strings.Count(stderr, "WRONGPASS"), "once per node and kind; stderr:\n%s", stderr)
 }

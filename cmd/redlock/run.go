@@ -110,7 +110,7 @@ func (r *runner) run(ctx context.Context) int {
 		conns[i] = rc
 	}
 	r.progress = newProgress(&r.cfg, r.say)
-	client, err := redlock.New(conns, append(r.cfg.options(), r.progress.option())...)
+	client, err := redlock.New(conns, append(r.cfg.options(), r.progress.options()...)...)
 	if err != nil {
 		// Bad options, or the same server given twice.
 		r.say("%s", bare(err))
