@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,6 +112,9 @@ type attempt struct {
 	// send to: each round sets it before it starts, on the calling
 	// goroutine, which alone uses it.
 	skipped []bool
+	// fenceFailed holds, once the fence write-back failed, the nodes where
+	// it failed and why. Only the calling goroutine uses it.
+	fenceFailed map[int]error
 	// marks is set when the attempt's acquire requests set the waiting
 	// markers of the keys (t.waiting) first. It is set before they go out.
 	marks bool
@@ -354,6 +359,15 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 	}
 	at.rollback(ctx)
 	qerr := &QuorumError{Stats: o.withNodes(c, st), Reason: reason, sentinel: ErrNotAcquired, ctxErr: o.ctxErr, permits: t.fl.permits}
+	// A node whose yes the fence write-back could not follow up failed
+	// the attempt: its failure says why, and counts for the verdict.
+	for i, err := range at.fenceFailed {
+		if v := &qerr.Stats.Nodes[i]; v.Vote == VoteYes {
+			v.Vote, v.Err = VoteFailed, fmt.Errorf("fence write-back: %w", err)
+			qerr.Stats.Yes--
+			qerr.Stats.Failed++
+		}
+	}
 	qerr.unavailable = a.judge(qerr)
 	st = qerr.Stats
 	c.observeAttempt(st, qerr)
@@ -370,6 +384,9 @@ func (a *acquisition) judge(qerr *QuorumError) bool {
 	if decided(&qerr.Stats) {
 		a.decided, a.outaged = qerr, outage(&qerr.Stats)
 		return a.outaged
+	}
+	if contended(&qerr.Stats) {
+		return false
 	}
 	if a.decided != nil {
 		return a.outaged
@@ -431,6 +448,14 @@ func (at *attempt) writeFence(ctx context.Context, fence int64, start time.Time,
 		},
 	})
 	at.gathered(o, false)
+	for i, v := range o.votes {
+		if v.v == VoteFailed && v.err != errNoAcquire && v.err != errNotAsked {
+			if at.fenceFailed == nil {
+				at.fenceFailed = make(map[int]error)
+			}
+			at.fenceFailed[i] = v.err
+		}
+	}
 	for _, rp := range o.finish(at) {
 		at.lateReply(rp)
 	}
@@ -769,12 +794,17 @@ func (a *acquisition) abandon(last *QuorumError, ctxErr error) error {
 			ctxErr:   ctxErr,
 		}
 	}
-	if a.decided != nil && !decided(&last.Stats) {
+	if a.decided != nil && !decided(&last.Stats) && !contended(&last.Stats) {
 		// The ctx cut the last attempt short: its nodes may only not
 		// have answered yet. The attempt that the votes decided says
 		// which nodes failed and why, or who holds the key.
 		last = a.decided
 	}
+	// The Observer was given the attempt's error, and its Stats share the
+	// votes: what follows writes on copies.
+	cp := *last
+	cp.Stats.Nodes = slices.Clone(last.Stats.Nodes)
+	last = &cp
 	last.ctxErr = ctxErr
 	if !errors.Is(ctxErr, ErrClosed) {
 		a.nameWrongTypes(&last.Stats)

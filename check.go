@@ -740,7 +740,20 @@ func (c *Client) findings(facts []nodeFacts) []Finding {
 		c.checkKeyspace(f, add)
 	}
 	c.checkCount(len(facts), add)
-	c.checkQuorum(facts, down, add)
+	// A node that answered but can never take a lock (a replica, scripts
+	// off or refused) fails every vote as surely as one that is down.
+	unable := map[int]string{}
+	for _, fd := range out {
+		switch fd.Check {
+		case "role", "acl", "scripting", "version", "cluster":
+			if fd.Severity == SeverityCritical && fd.Node >= 0 {
+				if _, dup := unable[fd.Node]; !dup {
+					unable[fd.Node] = fd.Check
+				}
+			}
+		}
+	}
+	c.checkQuorum(facts, down, unable, add)
 	c.checkSpread(facts, add)
 	slices.SortStableFunc(out, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(b.Severity, a.Severity), cmp.Compare(a.Node, b.Node))
@@ -827,8 +840,9 @@ func (c *Client) checkCount(n int, add addFunc) {
 // a minority leaves locks working with fewer failures to spare, which
 // nothing else shows, since every call still succeeds; a majority leaves
 // no quorum.
-func (c *Client) checkQuorum(facts []nodeFacts, down int, add addFunc) {
+func (c *Client) checkQuorum(facts []nodeFacts, down int, unable map[int]string, add addFunc) {
 	n := len(facts)
+	down += len(unable)
 	if down == 0 {
 		add(SeverityOK, "quorum", nil, fmt.Sprintf("every node answered: %d can fail before no lock can be taken", n-c.quorum), "")
 		return
@@ -836,11 +850,16 @@ func (c *Client) checkQuorum(facts []nodeFacts, down int, add addFunc) {
 	var b strings.Builder
 	for i := range facts {
 		f := &facts[i]
-		if f.reached {
+		check, cannot := unable[f.Index]
+		if f.reached && !cannot {
 			continue
 		}
 		if b.Len() > 0 {
 			b.WriteString("; ")
+		}
+		if cannot {
+			fmt.Fprintf(&b, "node %d (%s) answered but cannot take a lock (see its %q finding)", f.Index, f.Addr, check)
+			continue
 		}
 		_, what := troubleOf(f.Err)
 		fmt.Fprintf(&b, "node %d (%s) %s: %s", f.Index, f.Addr, what, bare(f.Err))

@@ -243,6 +243,21 @@ func answering(st *Stats) int {
 	return k
 }
 
+// contended reports whether a round that the ctx cut short shows enough of
+// an answer to rule out an outage: a quorum of nodes answered, or some
+// said the key is taken and the ones not heard from yet would make a
+// quorum with those that answered. Its silent nodes were given less than
+// their node timeout: they may only be slower than the ctx.
+func contended(st *Stats) bool {
+	answered := st.Yes + st.No
+	for _, v := range st.Nodes {
+		if v.Vote == VoteFailed && unanswered(&Stats{Nodes: []NodeVote{v}}) == 0 {
+			answered++ // refused for the key's sake
+		}
+	}
+	return answered >= st.Quorum || (st.No > 0 && answered+st.NotWaited >= st.Quorum)
+}
+
 // outage reports whether a failed acquisition's round shows too few nodes
 // answering for a quorum. In a decided round that is when the failures
 // alone put the quorum out of reach: a round lost to a mix of failures and
@@ -294,15 +309,22 @@ func isNetErr(err error) bool {
 // when one is known.
 type timeoutError struct {
 	after time.Duration // the node timeout; 0 when a network timeout
-	net   error         // the network's timeout, when it was one
-	last  error         // the node's last failure before, if any
+	// release is set for a release's round, whose bound is not the node
+	// timeout (see config.releaseTimeout).
+	release bool
+	net     error // the network's timeout, when it was one
+	last    error // the node's last failure before, if any
 }
 
 func (e *timeoutError) Error() string {
 	var b strings.Builder
-	b.WriteString(ErrNodeTimeout.Error())
-	if e.after > 0 {
-		fmt.Fprintf(&b, " of %v", e.after)
+	switch {
+	case e.release && e.after > 0:
+		fmt.Fprintf(&b, "redlock: no answer within %v, the bound of a release", e.after)
+	case e.after > 0:
+		fmt.Fprintf(&b, "%s of %v", ErrNodeTimeout.Error(), e.after)
+	default:
+		b.WriteString(ErrNodeTimeout.Error())
 	}
 	if e.net != nil && !errors.Is(e.net, context.DeadlineExceeded) && !errors.Is(e.net, context.Canceled) {
 		// The request's own deadline says nothing more; the network's

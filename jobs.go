@@ -327,6 +327,13 @@ func (j *releaseJob) finish(v int64, resent bool, err error) {
 		at.a.mu.Unlock()
 		return
 	}
+	if l := at.lock; j.unlock && err == nil && v <= 0 && resent && l.byToken {
+		// A release by token knows nothing of the hold's state: a copy
+		// sent again that found the key gone cannot tell whether the first
+		// copy deleted it.
+		j.leg.deliver(0, errResentRelease)
+		return
+	}
 	if l := at.lock; j.unlock && err == nil && v <= 0 && resent && !l.c.hooks.unsafeRetries && l.heldValidOn(j.n.index) {
 		// go-redis sent the release again after its connection failed,
 		// and the last copy found the key gone, or already taken by the
@@ -337,6 +344,10 @@ func (j *releaseJob) finish(v int64, resent bool, err error) {
 	}
 	j.leg.deliver(max(v, 0), err)
 }
+
+// errResentRelease is the vote of a node where a release by token was sent
+// again and its last copy found nothing to release.
+var errResentRelease = errors.New("redlock: the release was sent again and found the key gone: the first copy may have released it")
 
 // extendJob extends a lock on one node.
 type extendJob struct {

@@ -21,6 +21,9 @@ type Lock struct {
 	t        *target
 	fence    uint64
 	acquired time.Time // start of the round that acquired it
+	// byToken is set for the Lock that stands for a hold in a release by
+	// token (Client.Release): it knows nothing of the hold's state.
+	byToken bool
 
 	mu sync.Mutex
 	// until stops moving once the lock has ended or its release began:
@@ -618,8 +621,12 @@ func (c *Client) Release(ctx context.Context, key, token string, opts ...LockOpt
 // through the path of Unlock: a Lock that stands for the hold, with every
 // node marked held and nothing in flight.
 func (c *Client) releaseToken(key, value string, opts []LockOption, fl *flavour) error {
-	if value == "" {
+	switch {
+	case value == "":
 		return fmt.Errorf("%w: token must not be empty", ErrInvalidOption)
+	case fl.permits > 0 && value == permitsMember:
+		// The member that keeps a semaphore's number of permits.
+		return fmt.Errorf("%w: %q is not the token of a permit", ErrInvalidOption, value)
 	}
 	cfg, err := c.config(opts)
 	if err != nil {
@@ -640,7 +647,7 @@ func (c *Client) releaseToken(key, value string, opts []LockOption, fl *flavour)
 	for i := range held {
 		held[i] = true
 	}
-	l := &Lock{c: c, att: at, cfg: cfg, t: t, until: c.now(), ttl: cfg.ttl, held: held, released: true, err: ErrUnlocked}
+	l := &Lock{c: c, att: at, cfg: cfg, t: t, until: c.now(), ttl: cfg.ttl, held: held, released: true, err: ErrUnlocked, byToken: true}
 	a.mu.Lock()
 	at.state, at.lock = won, l
 	a.mu.Unlock()

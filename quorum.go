@@ -315,7 +315,7 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 			}
 		case <-timer.C:
 			o.took = c.now().Sub(o.r.start)
-			o.markPending(c, &timeoutError{after: sp.timeout}, sp.diagnostic)
+			o.markPending(c, &timeoutError{after: sp.timeout, release: sp.op == OpUnlock}, sp.diagnostic)
 			return o
 		case <-ctx.Done():
 			o.ctxErr = ctx.Err()

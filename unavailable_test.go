@@ -283,9 +283,16 @@ func TestJudgeByLastDecidedAttempt(t *testing.T) {
 		{"refusals answered", []*Stats{refused}, false, nil},
 		{"cut short alone, quiet", []*Stats{cutQuiet}, true, nil},
 		{"cut short alone, answered", []*Stats{cutBusy}, false, nil},
-		{"cut short after an outage", []*Stats{outageRound, cutBusy}, true, []bool{true, true}},
+		// A quorum answered the attempt cut short: the nodes are back, and
+		// the key is held elsewhere (the adversarial review's finding 7).
+		{"cut short after an outage, answered", []*Stats{outageRound, cutBusy}, false, []bool{true, false}},
+		{"cut short after an outage, quiet", []*Stats{outageRound, cutQuiet}, true, []bool{true, true}},
+		// One said taken, and the silent ones could make a quorum with it:
+		// contention as far as anyone knows (finding 6).
+		{"cut short, taken on one", []*Stats{votes(n, w, w, w, w)}, false, nil},
+		{"cut short, taken on one, the rest failed", []*Stats{votes(n, f, f, f, w)}, true, nil},
 		{"cut short after a conflict", []*Stats{conflict, cutQuiet}, false, []bool{false, false}},
-		{"conflict, then outage", []*Stats{conflict, outageRound, cutBusy}, true, []bool{false, true, true}},
+		{"conflict, then outage", []*Stats{conflict, outageRound, cutQuiet}, true, []bool{false, true, true}},
 		{"outage, then conflict", []*Stats{outageRound, conflict, cutQuiet}, false, []bool{true, false, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -356,7 +363,10 @@ func TestAbandonReportsDecidedAttempt(t *testing.T) {
 	last := cut()
 	last.unavailable = a.judge(last)
 	err = a.abandon(last, context.DeadlineExceeded)
-	require.Same(t, dec, err)
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	require.Equal(t, dec.Stats.Nodes, qe.Stats.Nodes, "the decided attempt's votes")
+	require.NotSame(t, dec, qe, "the Observer was given the attempt's error: abandon writes on a copy")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.Contains(t, err.Error(), "WRONGPASS")
@@ -366,6 +376,7 @@ func TestAbandonReportsDecidedAttempt(t *testing.T) {
 	last = cut()
 	last.unavailable = a.judge(last)
 	err = a.abandon(last, context.DeadlineExceeded)
-	require.Same(t, last, err)
+	require.ErrorAs(t, err, &qe)
+	require.Equal(t, last.Stats.Nodes, qe.Stats.Nodes)
 	require.ErrorIs(t, err, ErrUnavailable)
 }
