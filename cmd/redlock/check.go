@@ -99,7 +99,7 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return usageError(stderr, "check", err)
 	}
-	client, done, code := connect("check", specs, stderr,
+	client, done, code := connect("check", specs, cfg.nodeTimeout, stderr,
 		redlock.WithNodeTimeout(cfg.nodeTimeout),
 		redlock.WithTTL(cfg.ttl),
 		redlock.WithNodeGuard(cfg.nodeGuard),

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -83,10 +84,18 @@ func parseNodes(list string) ([]nodeSpec, error) {
 		if err == nil {
 			err = checkHostPort(nodeURL(raw))
 		}
+		if err == nil && opts.DB < 0 {
+			// go-redis selects no database for it: DB 0 under another name.
+			err = fmt.Errorf("database %d is negative", opts.DB)
+		}
 		if err != nil {
 			// url.Error quotes the whole URL, password included.
 			if ue := (*url.Error)(nil); errors.As(err, &ue) {
 				err = ue.Err
+			}
+			if strings.ContainsAny(password(raw), "/?#") {
+				// The parser's error would quote the password up to there.
+				err = errors.New("the password holds '/', '?' or '#', which end a URL's address: percent-encode them (%2F, %3F, %23)")
 			}
 			return nil, fmt.Errorf("%s: bad node URL %q: %v", from, shown, err)
 		}
@@ -179,11 +188,25 @@ func cliOptions(given *redis.Options) *redis.Options {
 
 // dial returns a go-redis client per node, built with cliOptions. The
 // caller closes them.
-func dial(specs []nodeSpec) []*redis.Client {
+func dial(specs []nodeSpec, nodeTimeout time.Duration) []*redis.Client {
 	quietRedisLog()
 	rcs := make([]*redis.Client, len(specs))
 	for i, s := range specs {
-		rcs[i] = redis.NewClient(cliOptions(s.opts))
+		o := cliOptions(s.opts)
+		// A hung node's connection setup and reads end with the node
+		// timeout, not go-redis's 5s and 3s, which Close would wait out.
+		if nodeTimeout > 0 {
+			if o.DialTimeout == 0 {
+				o.DialTimeout = min(nodeTimeout, 5*time.Second)
+			}
+			if o.ReadTimeout == 0 {
+				o.ReadTimeout = min(nodeTimeout, 3*time.Second)
+			}
+			if o.WriteTimeout == 0 {
+				o.WriteTimeout = min(nodeTimeout, 3*time.Second)
+			}
+		}
+		rcs[i] = redis.NewClient(o)
 	}
 	return rcs
 }
@@ -192,4 +215,19 @@ func closeAll(rcs []*redis.Client) {
 	for _, rc := range rcs {
 		_ = rc.Close()
 	}
+}
+
+// password returns the password of a URL or bare address, as maskPassword
+// finds it, or "".
+func password(raw string) string {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		rest = raw
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return ""
+	}
+	_, pw, _ := strings.Cut(rest[:at], ":")
+	return pw
 }

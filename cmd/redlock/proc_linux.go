@@ -184,6 +184,7 @@ func startChild(argv, env []string, foreground bool) (*child, error) {
 		}
 		return syscall.WaitStatus(ws), nil
 	}
+	c.killFn = func() { _, _ = lifeW.Write([]byte("k")) }
 	c.finishFn = func(keep bool) {
 		// With keep, the supervisor exits and leaves what the command
 		// started in the background to the init process, as it would be
@@ -267,21 +268,39 @@ func superviseMain(args []string) int {
 		}
 	}()
 	lifeEnded := make(chan bool, 1)
+	killNow := make(chan struct{})
 	go func() {
 		b := make([]byte, 1)
-		n, _ := lifeline.Read(b)
-		lifeEnded <- n == 1 && b[0] == 'q'
-	}()
-
-	select {
-	case ws := <-status:
-		fmt.Fprintf(report, "exit %d\n", uint32(ws))
-		if <-lifeEnded {
-			return exitOK
+		asked := false
+		for {
+			n, _ := lifeline.Read(b)
+			if n == 1 && b[0] == 'k' {
+				if !asked {
+					close(killNow)
+					asked = true
+				}
+				continue
+			}
+			lifeEnded <- n == 1 && b[0] == 'q'
+			return
 		}
-	case <-lifeEnded:
-		// Run died while the command ran. It told nobody; its lock is no
-		// longer renewed.
+	}()
+	kn := killNow
+	killed := false
+	for {
+		select {
+		case ws := <-status:
+			fmt.Fprintf(report, "exit %d\n", uint32(ws))
+			if <-lifeEnded && !killed {
+				return exitOK
+			}
+		case <-kn:
+			kn, killed = nil, true
+			go killTree(pid, pgid == 0, reaped)
+			continue
+		case <-lifeEnded:
+		}
+		break
 	}
 	killTree(pid, pgid == 0, reaped)
 	return exitFail

@@ -34,6 +34,7 @@ func (c *child) signal(os.Signal) error { return nil }
 func (c *child) groupAlive() bool       { return false }
 func (c *child) pid() int               { return 0 }
 func (c *child) finish(bool)            {}
+func (c *child) killAll() error         { return nil }
 func (c *child) wait() (waitStatus, error) {
 	return 0, errors.New("run is not supported on this platform")
 }

@@ -51,6 +51,9 @@ type child struct {
 	waitFn func() (waitStatus, error)
 	// finishFn is called once run is done with the command, after wait.
 	finishFn func(keep bool)
+	// killFn, when set, kills every process of the command's tree now,
+	// even those outside its process group.
+	killFn func()
 	// note is a warning about how the command runs, for run to print.
 	note string
 }
@@ -122,6 +125,15 @@ func (c *child) finish(keep bool) {
 	if c.finishFn != nil {
 		c.finishFn(keep)
 	}
+}
+
+// killAll sends SIGKILL to the command, its group with a group of its own,
+// and on Linux to every other process of its tree.
+func (c *child) killAll() error {
+	if c.killFn != nil {
+		c.killFn()
+	}
+	return c.signal(sigKILL)
 }
 
 // groupAlive reports whether a process of the command's group is still

@@ -35,6 +35,7 @@ var (
 // It is safe for concurrent use.
 type progress struct {
 	key     string
+	permits int // a semaphore's permits; 0 for a lock
 	verbose bool
 	// once is set when run tries once: the message it exits with names
 	// the failing nodes, so only a won attempt reports them here.
@@ -70,7 +71,7 @@ type attemptSummary struct {
 }
 
 func newProgress(cfg *runConfig, say func(string, ...any)) *progress {
-	return &progress{key: cfg.key, verbose: cfg.verbose, once: cfg.tryOnce(), say: say, told: map[string]bool{}}
+	return &progress{key: cfg.key, permits: cfg.permits, verbose: cfg.verbose, once: cfg.tryOnce(), say: say, told: map[string]bool{}}
 }
 
 // options returns the options that make p the Client's Observer, and its
@@ -203,6 +204,9 @@ func (p *progress) unavailable() string {
 		}
 	}
 	head := fmt.Sprintf("%d of %d nodes unavailable (quorum %d)", failed, n, p.quorum)
+	if p.permits > 1 {
+		head = fmt.Sprintf("%d of %d nodes unavailable (a semaphore of %d permits needs %d of %d nodes)", failed, n, p.permits, p.quorum, n)
+	}
 	if failed <= n-p.quorum {
 		// The failures alone leave a quorum: the nodes that have not
 		// answered yet count.

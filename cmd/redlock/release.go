@@ -93,7 +93,7 @@ func releaseCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if w := fewNodesWarning(len(specs)); w != "" && !cfg.quiet {
 		fmt.Fprintf(stderr, "redlock release: %s\n", w)
 	}
-	client, done, code := connect("release", specs, stderr,
+	client, done, code := connect("release", specs, cfg.nodeTimeout, stderr,
 		redlock.WithNodeTimeout(cfg.nodeTimeout),
 		redlock.WithTTL(max(redlock.DefaultTTL, 4*cfg.nodeTimeout)),
 		redlock.WithKeyPrefix(cfg.prefix),

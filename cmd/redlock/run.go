@@ -103,7 +103,7 @@ func (r *runner) run(ctx context.Context) int {
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
-	rcs := dial(r.specs)
+	rcs := dial(r.specs, r.cfg.effectiveNodeTimeout())
 	defer closeAll(rcs)
 	conns := make([]redis.UniversalClient, len(rcs))
 	for i, rc := range rcs {

@@ -172,7 +172,9 @@ releases it when the command exits.
     can read from the terminal; only the command is then signalled. On
     Linux, -foreground is the default when redlock runs in the foreground
     of a terminal (an interactive shell); -foreground=false overrides it.
-    The terminal's Ctrl-C then reaches the command directly.
+    The terminal's Ctrl-C then reaches the command directly, and run
+    passes no SIGINT or SIGQUIT on: a kill -INT of redlock's pid alone
+    does not reach the command (signal the process group, or use SIGTERM).
   - Do not suspend redlock (Ctrl-Z, SIGSTOP): nothing extends the lock
     meanwhile, and it is lost.
   - The lock carries a label, host:pid of redlock by default, that redlock

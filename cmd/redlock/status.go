@@ -106,7 +106,7 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		// On stderr: -json's output stays one object.
 		fmt.Fprintf(stderr, "redlock status: %s\n", w)
 	}
-	client, done, code := connect("status", specs, stderr, cfg.options()...)
+	client, done, code := connect("status", specs, cfg.nodeTimeout, stderr, cfg.options()...)
 	if client == nil {
 		return code
 	}
@@ -172,12 +172,12 @@ func (c *statusConfig) options() []redlock.Option {
 // done closes both. When New refuses the nodes (the same server given
 // twice), it says why on stderr and returns a nil Client and the exit
 // status.
-func connect(cmd string, specs []nodeSpec, stderr io.Writer, opts ...redlock.Option) (c *redlock.Client, done func(), code int) {
-	rcs := dial(specs)
+func connect(cmd string, specs []nodeSpec, nodeTimeout time.Duration, stderr io.Writer, opts ...redlock.Option) (c *redlock.Client, done func(), code int) {
+	rcs := dial(specs, nodeTimeout)
 	c, err := redlock.New(universal(rcs), opts...)
 	if err != nil {
 		closeAll(rcs)
-		fmt.Fprintf(stderr, "redlock %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "redlock %s: %s\n", cmd, bare(err))
 		return nil, nil, exitUsage
 	}
 	return c, func() {

@@ -60,15 +60,16 @@ func (r *runner) supervise(ctx context.Context, l *redlock.Lock, sigs <-chan os.
 		}
 	}()
 	var (
-		lost     error            // why the lock was lost, once it was
-		stopped  string           // why run stopped the command, once it did
-		lockDone = l.Done()       // nil once lost
-		ctxDone  = ctx.Done()     // nil once handled
-		termAt   = term.C         // nil once the command is being stopped
-		killAt   <-chan time.Time // fires when the command's time is up
-		deadline time.Time        // when killAt fires
-		killed   bool             // SIGKILL was sent
-		res      result
+		lost      error            // why the lock was lost, once it was
+		stopped   string           // why run stopped the command, once it did
+		lockDone  = l.Done()       // nil once lost
+		ctxDone   = ctx.Done()     // nil once handled
+		termAt    = term.C         // nil once the command is being stopped
+		killAt    <-chan time.Time // fires when the command's time is up
+		deadline  time.Time        // when killAt fires
+		stopUntil time.Time        // the end of validity that SIGTERM was sent for
+		killed    bool             // SIGKILL was sent
+		res       result
 	)
 	// stop sends SIGTERM and arms SIGKILL for the deadline.
 	stop := func(why string, by time.Time) {
@@ -107,11 +108,15 @@ loop:
 			}
 			r.say("lock %q ends in %v: %s; sending SIGTERM to the command, and SIGKILL when the lock ends",
 				r.cfg.key, left.Round(time.Millisecond), why)
-			stop(reason, until)
+			// SIGKILL a little before Until: the kill and the reaping of
+			// the tree take time, and Until is where another client may
+			// begin.
+			stop(reason, until.Add(-min(r.cfg.grace/4, 50*time.Millisecond)))
+			stopUntil = until
 		case <-lockDone:
 			lockDone = nil
 			lost = l.Err()
-			if killAt == nil {
+			if stopped == "" {
 				r.say("lock %q lost: %s; sending SIGTERM to the command, and SIGKILL in %v", r.cfg.key, lossReason(lost), r.cfg.grace)
 				stop("the lock was lost", time.Now().Add(r.cfg.grace))
 			} else {
@@ -119,8 +124,10 @@ loop:
 			}
 		case <-killAt:
 			killAt, killed = nil, true
-			r.say("the command did not exit by %s; sending SIGKILL", r.graceEnd(l, stopped, deadline))
-			r.signal(ch, sigKILL)
+			r.say("the command did not exit by %s; sending SIGKILL", r.graceEnd(l, stopped, stopUntil))
+			if err := ch.killAll(); err != nil {
+				r.say("sending SIGKILL to the command: %v", err)
+			}
 		}
 	}
 	if res.err != nil {
@@ -161,7 +168,7 @@ loop:
 		switch {
 		case lost != nil:
 			r.say("exiting %d: the lock was lost while the command ran (the command's own status was %d)", exitLockLost, code)
-		case l.Err() == nil && l.Until().After(deadline):
+		case l.Err() == nil && !stopUntil.IsZero() && l.Until().After(stopUntil):
 			r.say("exiting %d: the command was stopped because %s in time; they did later, and it was released (the command's own status was %d)", exitLockLost, stopped, code)
 		default:
 			r.say("exiting %d: the command was stopped because %s (its own status was %d)", exitLockLost, stopped, code)
@@ -174,11 +181,11 @@ loop:
 }
 
 // graceEnd says when the command's time ran out, for a message.
-func (r *runner) graceEnd(l *redlock.Lock, stopped string, deadline time.Time) string {
+func (r *runner) graceEnd(l *redlock.Lock, stopped string, until time.Time) string {
 	switch {
 	case stopped == "the lock was lost":
 		return fmt.Sprintf("the end of -grace %v after SIGTERM", r.cfg.grace)
-	case l.Err() == nil && l.Until().After(deadline):
+	case l.Err() == nil && l.Until().After(until):
 		return "the deadline SIGTERM gave it (renewals have extended the lock since)"
 	}
 	return "the end of the lock's validity"
@@ -206,7 +213,9 @@ func (r *runner) stopGroup(ch *child, deadline time.Time) {
 		select {
 		case <-end.C:
 			r.say("sending SIGKILL to what is left of the command's process group")
-			r.signal(ch, sigKILL)
+			if err := ch.killAll(); err != nil {
+				r.say("sending SIGKILL to the command: %v", err)
+			}
 			return
 		case <-tick.C:
 		}
