@@ -160,8 +160,8 @@ releases it when the command exits.
     command can act on them. Any of the first four ends a wait for the lock.
   - When renewals have not extended the lock -grace before its validity
     ends (or -max-hold is that close), it sends the command SIGTERM, and
-    SIGKILL when the validity ends: the command and its process group are
-    gone before another client can take the lock. -grace is a fifth of
+    SIGKILL to its whole tree just before the validity ends: it is gone
+    before another client can take the lock. -grace is a fifth of
     -ttl (or of a shorter -max-hold) by default. If the lock is lost
     before that (a quorum of nodes lost the key), it sends SIGTERM at
     once, and SIGKILL -grace later. Either way it exits %[1]d, and kills
