@@ -324,7 +324,9 @@ func TestRunUnavailable(t *testing.T) {
 			args := append([]string{"run", "--nodes", nodes, "--key", "down"}, flags...)
 			code, _, stderr := runRedlock(t, nil, append(args, "true")...)
 			require.Equal(t, exitUnavailable, code, "%v: exit status: got %d, want %d; stderr:\n%s", flags, code, exitUnavailable, stderr)
-			require.Contains(t, stderr, "2 of 3 nodes unavailable (quorum 2)")
+			// 2 of 3, or 3 of 3 when the live node was still busy with
+			// an earlier attempt on a loaded machine.
+			require.Regexp(t, `[23] of 3 nodes unavailable \(quorum 2\)`, stderr)
 			require.Contains(t, stderr, "connection refused")
 			require.Contains(t, stderr, "exiting 69")
 		}
