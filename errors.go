@@ -82,6 +82,17 @@ var (
 	// lose it, so the node's yes does not count, and it is rolled back.
 	ErrReplicaAck = errors.New("redlock: too few replicas acknowledged the write")
 
+	// ErrFsyncAck is the Err of a NodeError, in a VoteFailed, from a node
+	// that did not confirm with WAITAOF, within the node timeout, that it
+	// fsynced the write (WithFsyncAck), or that cannot (no WAITAOF, or
+	// appendonly off).
+	ErrFsyncAck = errors.New("redlock: the node did not confirm the write was fsynced")
+
+	// ErrStaleFence is returned by Client.ValidateFence when the fence
+	// cannot be shown to be the live holder's: a newer fence exists, or the
+	// lock was released or lost.
+	ErrStaleFence = errors.New("redlock: stale fence")
+
 	// errNotAsked is the vote of a node that a round left out on purpose.
 	errNotAsked = errors.New("not asked")
 

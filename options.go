@@ -44,6 +44,19 @@ type config struct {
 	// replicaAck is the number of replicas that must acknowledge a write
 	// before a node's yes counts (WithReplicaAck); 0 waits for none.
 	replicaAck int
+	// fsyncAck makes a node's yes count only once WAITAOF confirmed the
+	// write is fsynced there (WithFsyncAck). New only.
+	fsyncAck bool
+
+	// topUp asks the nodes that did not vote yes to take the key with each
+	// extension and renewal (WithTopUp).
+	topUp bool
+	// lockDelay is added to the TTL the nodes keep a key for, not to the
+	// validity (WithLockDelay).
+	lockDelay time.Duration
+	// minHold is the shortest time an Unlock lets the key go after the
+	// acquisition (WithMinHold).
+	minHold time.Duration
 
 	// nodeTimeoutSet records that the user chose the node timeout, so that a
 	// per-call WithTTL does not replace it with one derived from the new TTL.
@@ -57,13 +70,14 @@ func defaultConfig() config {
 		retryMin:    DefaultRetryDelayMin,
 		retryMax:    DefaultRetryDelayMax,
 		pubsub:      true,
+		topUp:       true,
 	}
 }
 
 // A ClientOption sets one of a Client's settings. New takes it. The options
 // that only New takes are ClientOptions alone: WithDriftFactor,
 // WithNodeTimeout, WithKeyPrefix, WithPubSub, WithReplicaAck,
-// WithNodeGuard, WithLogger and WithObserver. Every LockOption is also a
+// WithFsyncAck, WithNodeGuard, WithLogger and WithObserver. Every LockOption is also a
 // ClientOption, so that New can set its default.
 type ClientOption interface {
 	applyClient(*config)
@@ -73,7 +87,8 @@ type ClientOption interface {
 // TryLock, LockMulti, TryLockMulti, RLock, TryRLock, Do, RDo, Semaphore,
 // Acquire, TryAcquire) it holds for that call; given to New it is the
 // default of every call. WithTTL, WithRetryDelay, WithAutoExtend,
-// WithMaxHold, WithFencing, WithOwner and WithLabel are LockOptions.
+// WithMaxHold, WithFencing, WithOwner, WithLabel, WithTopUp,
+// WithLockDelay and WithMinHold are LockOptions.
 type LockOption interface {
 	ClientOption
 	applyLock(*config)
@@ -171,6 +186,10 @@ func (c *config) releaseTimeout() time.Duration {
 	return max(c.nodeTimeout, min(c.ttl, time.Second))
 }
 
+// nodeTTL is how long the nodes keep a key sent with TTL ttl: the TTL plus
+// the lock-delay (WithLockDelay). The validity is still counted from ttl.
+func (c *config) nodeTTL(ttl time.Duration) time.Duration { return ttl + c.lockDelay }
+
 // acquireTTL is the TTL of an acquisition: the TTL, cut to the max hold.
 func (c *config) acquireTTL() time.Duration {
 	if c.maxHold > 0 && c.maxHold < c.ttl {
@@ -258,6 +277,63 @@ func WithAutoExtend(enabled bool) LockOption {
 // ErrMaxHold. Zero, the default, means no cap.
 func WithMaxHold(d time.Duration) LockOption {
 	return lockSetting(func(c *config) { c.maxHold = d })
+}
+
+// WithTopUp chooses whether each extension, Extend's and auto-extension's
+// alike, also asks the nodes that did not vote yes to take the key, with
+// SET NX of the holder's own value, so that a lock won on exactly a quorum
+// grows to every node that is free. A node that joins counts from then on,
+// in Stats and Inspect, and keeps the lock when one of the original quorum
+// forgets it (an empty restart, a clock step, an eviction): without it,
+// that one loss lets a second client in. Top-up asks only while the lock is
+// valid, and never re-creates the key on a node that held it and lost it.
+// It applies to exclusive locks, plain, fenced, multi-key and owner locks;
+// readers and semaphore permits are not topped up. The default is on.
+func WithTopUp(enabled bool) LockOption {
+	return lockSetting(func(c *config) { c.topUp = enabled })
+}
+
+// WithLockDelay keeps a lock's keys on the nodes for d longer than its TTL,
+// while its validity stays the TTL minus the elapsed time and the drift: a
+// lock that expired or was lost (its holder paused, or cut off) keeps others
+// out until d after its end, so that a holder that does not know it lost the
+// lock has d to notice before anyone else acts. Unlock of a lock that is
+// still valid frees it at once; Unlock of one whose validity has ended
+// leaves the keys to their delay. It is Chubby's and Consul's lock-delay.
+// The default, 0, adds none; a negative d is refused with ErrInvalidOption.
+func WithLockDelay(d time.Duration) LockOption {
+	return lockSetting(func(c *config) { c.lockDelay = d })
+}
+
+// WithMinHold makes a lock last at least d from its acquisition: an Unlock
+// before the acquisition plus d leaves the keys to expire then, rather than
+// delete them; an Unlock after that frees them at once. It keeps a job that
+// finished fast from running again on a host whose clock or schedule is a
+// little off (ShedLock's lockAtLeastFor). The default, 0, is none; a
+// negative d, or one longer than WithMaxHold's cap, is refused with
+// ErrInvalidOption.
+func WithMinHold(d time.Duration) LockOption {
+	return lockSetting(func(c *config) { c.minHold = d })
+}
+
+// WithFsyncAck makes a node's yes count only once the node confirmed that
+// it fsynced the key to its append-only file: each batch of acquires,
+// extensions (auto-extension included) and fence write-backs to a node ends
+// with WAITAOF 1 0 on the same connection, bounded by the node timeout. A
+// node that did not confirm in time votes failed, with ErrFsyncAck, and is
+// rolled back like any node that failed. With it, a node that crashes right
+// after it voted and restarts from its AOF still holds the key: the restart
+// rule of the Redlock spec is no longer needed for safety.
+//
+// Every node must have WAITAOF (Redis 7.2 or later, Valkey 7.2 or later) and
+// run with appendonly yes; appendfsync always confirms at once, while
+// everysec makes each confirmation wait for the next fsync, up to a second,
+// which a node timeout shorter than that turns into failed votes. Check
+// reports both. A node without WAITAOF votes failed with an error that says
+// so. It is refused with ErrInvalidOption for Redis Cluster nodes, as
+// WithReplicaAck is. The default is off.
+func WithFsyncAck(enabled bool) ClientOption {
+	return clientOnly(func(c *config) { c.fsyncAck = enabled })
 }
 
 // MaxLabelLen is the longest label WithLabel accepts, in bytes.
@@ -373,6 +449,12 @@ func (c *config) validate() error {
 			ErrInvalidOption, c.retryMin, c.retryMax)
 	case c.maxHold < 0:
 		return fmt.Errorf("%w: max hold must not be negative, got %v", ErrInvalidOption, c.maxHold)
+	case c.lockDelay < 0:
+		return fmt.Errorf("%w: WithLockDelay: the delay must not be negative, got %v", ErrInvalidOption, c.lockDelay)
+	case c.minHold < 0:
+		return fmt.Errorf("%w: WithMinHold: the minimum hold must not be negative, got %v", ErrInvalidOption, c.minHold)
+	case c.maxHold > 0 && c.minHold > c.maxHold:
+		return fmt.Errorf("%w: WithMinHold: the minimum hold %v is longer than the max hold %v", ErrInvalidOption, c.minHold, c.maxHold)
 	case c.replicaAck < 0:
 		return fmt.Errorf("%w: WithReplicaAck: the number of replicas must not be negative, got %d", ErrInvalidOption, c.replicaAck)
 	case len(c.label) > MaxLabelLen:

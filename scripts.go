@@ -72,6 +72,15 @@ const (
 	scriptRLock
 	scriptRUnlock
 	scriptRExtend
+	// scriptTopUp asks a node that did not vote yes to take the key
+	// (WithTopUp).
+	scriptTopUp
+	// scriptValidateFence reads a node's view of a fence
+	// (Client.ValidateFence).
+	scriptValidateFence
+	// scriptReleaseLater lets a hold expire at the end of its minimum hold
+	// rather than delete it (WithMinHold).
+	scriptReleaseLater
 	numScripts
 )
 
@@ -81,15 +90,18 @@ var scripts = [numScripts]luaScript{
 	scriptRelease: compose("release.lua", holdsLib),
 	// Without the prelude, whose functions Redis would make anew on every
 	// call: see the file's header.
-	scriptReleasePlain: compose("releaseplain.lua"),
-	scriptExtend:       compose("extend.lua", holdsLib),
-	scriptFence:        compose("fence.lua", holdsLib),
-	scriptSemAcquire:   compose("semacquire.lua", holdsLib),
-	scriptSemRelease:   compose("semrelease.lua", holdsLib),
-	scriptSemExtend:    compose("semextend.lua", holdsLib),
-	scriptRLock:        compose("rlock.lua", holdsLib, rwholdsLib),
-	scriptRUnlock:      compose("runlock.lua", holdsLib, rwholdsLib),
-	scriptRExtend:      compose("rextend.lua", holdsLib, rwholdsLib),
+	scriptReleasePlain:  compose("releaseplain.lua"),
+	scriptExtend:        compose("extend.lua", holdsLib),
+	scriptFence:         compose("fence.lua", holdsLib),
+	scriptSemAcquire:    compose("semacquire.lua", holdsLib),
+	scriptSemRelease:    compose("semrelease.lua", holdsLib),
+	scriptSemExtend:     compose("semextend.lua", holdsLib),
+	scriptRLock:         compose("rlock.lua", holdsLib, rwholdsLib),
+	scriptRUnlock:       compose("runlock.lua", holdsLib, rwholdsLib),
+	scriptRExtend:       compose("rextend.lua", holdsLib, rwholdsLib),
+	scriptTopUp:         compose("topup.lua", holdsLib),
+	scriptValidateFence: compose("validatefence.lua"),
+	scriptReleaseLater:  compose("releaselater.lua", holdsLib),
 }
 
 // evalStart starts the command of script id in dst's backing array, when

@@ -1,0 +1,2 @@
+-- releaselater.lua: being written.
+return 0

@@ -1,0 +1,2 @@
+-- topup.lua: being written.
+return 0

@@ -1,0 +1,2 @@
+-- validatefence.lua: being written.
+return 0
