@@ -37,8 +37,10 @@ type acquisition struct {
 	cfg  *config
 	keys []string // as given
 	t    *target
-	// ttl is the TTL every attempt asks for, and ttlArg the same in
-	// milliseconds, boxed once for every request.
+	// ttl is the TTL every attempt asks for, which the validity counts
+	// from, and ttlArg what the nodes keep the keys for: ttl plus the
+	// lock-delay (config.nodeTTL), in milliseconds, boxed once for every
+	// request.
 	ttl    time.Duration
 	ttlArg any
 	// made counts the attempts so far. Only the calling goroutine uses it.
@@ -76,7 +78,14 @@ type acquisition struct {
 // newAcquisition starts an acquisition of the target.
 func (c *Client) newAcquisition(cfg *config, keys []string, t *target) *acquisition {
 	a := &acquisition{c: c, cfg: cfg, keys: keys, t: t, ttl: cfg.acquireTTL()}
-	if ms := a.ttl.Milliseconds(); c.ttlArg == ms {
+	if cfg.lockDelay > 0 || cfg.minHold > 0 {
+		// The keys live the lock-delay past the TTL, and a release before
+		// the end of the minimum hold keeps them up to minHold after the
+		// acquisition: the node guard's max TTL must cover both before
+		// the first request goes out (config raised it for the TTL).
+		c.raiseMaxTTL(max(cfg.nodeTTL(cfg.ttl), cfg.minHold))
+	}
+	if ms := cfg.nodeTTL(a.ttl).Milliseconds(); c.ttlArg == ms {
 		a.ttlArg = c.ttlArg // the usual TTL, boxed once for the Client
 	} else {
 		a.ttlArg = ms
@@ -596,10 +605,7 @@ func (at *attempt) handleLate(rp reply, acquire bool) {
 	l := at.lock
 	markHeld := at.state == won && !at.unlocking && rp.yes()
 	release := at.claimLocked(i)
-	var parked *releaseJob
-	if at.inflight[i] == 0 && at.parked != nil {
-		parked, at.parked[i] = at.parked[i], nil
-	}
+	parked := at.unparkLocked(i)
 	a.mu.Unlock()
 	if markHeld {
 		l.markHeld(i)
@@ -608,14 +614,29 @@ func (at *attempt) handleLate(rp reply, acquire bool) {
 		at.rollbackOn(i)
 	}
 	if parked != nil {
-		// The node is idle now: Unlock's release goes out, with the time
-		// it would have had from here had it been sent now. Nothing else
-		// reads the job until it is submitted.
-		if due := time.Now().Add(a.cfg.releaseTimeout()); due.After(parked.sendBy()) {
-			parked.extra = due.Sub(parked.end)
-		}
-		parked.n.pipe.Submit(parked)
+		at.sendParked(parked)
 	}
+}
+
+// unparkLocked takes Unlock's release parked on node i, once the node has
+// no request of the attempt left in flight; nil otherwise. a.mu must be
+// held.
+func (at *attempt) unparkLocked(i int) *releaseJob {
+	var parked *releaseJob
+	if at.inflight[i] == 0 && at.parked != nil {
+		parked, at.parked[i] = at.parked[i], nil
+	}
+	return parked
+}
+
+// sendParked sends Unlock's release that unparkLocked took: the node is
+// idle now, so it goes out, with the time it would have had from here had
+// it been sent now. Nothing else reads the job until it is submitted.
+func (at *attempt) sendParked(parked *releaseJob) {
+	if due := time.Now().Add(at.a.cfg.releaseTimeout()); due.After(parked.sendBy()) {
+		parked.extra = due.Sub(parked.end)
+	}
+	parked.n.pipe.Submit(parked)
 }
 
 // claimLocked decides whether the late handler must roll back the lost

@@ -75,9 +75,14 @@ type Finding struct {
 	//   - "distinct": no other node is the same server (run_id);
 	//   - "maxmemory-policy": it cannot evict lock keys;
 	//   - "persistence": it keeps acknowledged keys across a crash;
+	//   - "fsync-ack": with WithFsyncAck only, WAITAOF can confirm in time
+	//     that the node fsynced a write: the server has WAITAOF, appendonly is
+	//     on, and appendfsync fsyncs each write;
 	//   - "clock": its clock runs at our rate (per node), and the nodes'
 	//     clocks agree (Node -1);
-	//   - "version": it is recent enough for the commands the library sends;
+	//   - "version": it is recent enough for the commands the library sends,
+	//     and which of the commands it uses when it can the node has (see
+	//     NodeInfo.Features);
 	//   - "scripting": EVAL and EVALSHA work;
 	//   - "acl": commands the user may not run (NOPERM), and the lock keys
 	//     and release channels under the key prefix that it may not write;
@@ -114,8 +119,21 @@ type NodeInfo struct {
 	ReplicaOf string
 	// RunID identifies the server process, from INFO server.
 	RunID string
-	// Version is the Redis version, from INFO server.
+	// Server is the server's name, from INFO server's server_name: "valkey"
+	// for Valkey, and "redis" for Redis, which does not name itself.
+	Server string
+	// Version is the server's own version, from INFO server: redis_version
+	// on Redis, valkey_version on Valkey (whose redis_version is that of the
+	// Redis it is compatible with: 7.2.4 for Valkey 8).
 	Version string
+	// Features lists the commands the library uses when a node has them,
+	// among those the node has, judged by Server and Version, in this
+	// order: "WAITAOF", which WithFsyncAck needs (Redis 7.2, Valkey 7.2);
+	// "SET GET", SET with the GET option, which acquisitions use with NX
+	// from Redis 7.0 on (Redis 6.2, Valkey 7.2); "SPUBLISH", shard pub/sub,
+	// which releases on Redis Cluster nodes announce with (Redis 7.0,
+	// Valkey 7.2). Nil when the version could not be read.
+	Features []string
 	// MaxmemoryPolicy and Maxmemory (in bytes; 0 means no limit) are the
 	// node's settings of those names, from CONFIG GET or else INFO memory.
 	MaxmemoryPolicy string
@@ -163,15 +181,16 @@ func (r *Report) Worst() Severity {
 }
 
 // String renders the report for a terminal: a table of the nodes, then every
-// finding that is not SeverityOK with its fix, then a summary line.
+// finding that is not SeverityOK with its fix, then a summary line. A
+// failed node's row ends with why it failed.
 func (r *Report) String() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDR\tROLE\tVERSION\tRUN_ID\tMAXMEMORY-POLICY\tAOF\tRTT\tCLOCK")
+	fmt.Fprintln(tw, "NODE\tADDR\tROLE\tSERVER\tVERSION\tRUN_ID\tMAXMEMORY-POLICY\tAOF\tRTT\tCLOCK\tFEATURES")
 	for _, n := range r.Nodes {
 		if n.Err != nil {
 			// In the last column, which does not widen the others.
-			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\tfailed: %v\n", n.Index, n.Addr, n.Err)
+			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\tfailed: %v\n", n.Index, n.Addr, n.Err)
 			continue
 		}
 		aof := "no"
@@ -188,8 +207,9 @@ func (r *Report) String() string {
 				clock = "+" + clock
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", n.Index, n.Addr, dash(n.Role), dash(n.Version),
-			dash(short(n.RunID)), dash(n.MaxmemoryPolicy), aof, n.RTT.Round(10*time.Microsecond), clock)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", n.Index, n.Addr, dash(n.Role), dash(n.Server),
+			dash(n.Version), dash(short(n.RunID)), dash(n.MaxmemoryPolicy), aof, n.RTT.Round(10*time.Microsecond), clock,
+			dash(strings.Join(n.Features, ",")))
 	}
 	_ = tw.Flush()
 	passed := 0
@@ -285,9 +305,12 @@ var checkScript = redis.NewScript(checkSrc)
 // reports each finding with its severity and fix: there are at least 3
 // nodes; every node answers, accepts the client's credentials and DB, is a
 // master and a distinct server, cannot evict lock keys, keeps acknowledged
-// writes across a crash, runs scripts and a recent enough Redis, and has a
-// clock that runs at our rate and agrees with the others'; and how many of
-// them may still fail. It only reads (ROLE, INFO, CONFIG GET, TIME, and a
+// writes across a crash, runs scripts and a recent enough Redis or Valkey,
+// can confirm its fsyncs in time with WAITAOF when the Client uses
+// WithFsyncAck, and has a clock that runs at our rate and agrees with the
+// others'; and how many of them may still fail. Each node's NodeInfo says
+// which server it is and which of the commands the library uses when it
+// can it has. It only reads (ROLE, INFO, CONFIG GET, TIME, and a
 // script that returns 1), apart from a probe of the ACL that writes keys
 // and a release channel under the key prefix and deletes the keys at once,
 // and never changes a node's settings.
@@ -511,6 +534,9 @@ type nodeFacts struct {
 	// offsetFrom is the sample ClockOffset comes from: the one with the
 	// shorter round trip.
 	offsetFrom clockSample
+	// redisVersion is INFO server's redis_version: Version, on Redis; on
+	// another server, the Redis version it is compatible with.
+	redisVersion string
 }
 
 // facts turns a node's replies into facts; p is nil when the node did not
@@ -597,12 +623,13 @@ func (n *node) facts(p *probe, second *clockSample, wait time.Duration) nodeFact
 	if info, err := p.server.Result(); err == nil {
 		f.serverOK = true
 		f.RunID = infoField(info, "run_id")
-		f.Version = infoField(info, "redis_version")
+		f.Server, f.Version, f.redisVersion = serverOf(info)
+		f.Features = featuresOf(&f)
 		if f.RunID == "" {
 			f.errs["distinct"] = errors.New("INFO server has no run_id")
 		}
 		if _, ok := parseVersion(f.Version); !ok {
-			f.errs["version"] = errors.New("INFO server has no redis_version")
+			f.errs["version"] = fmt.Errorf("INFO server has no %s_version", f.Server)
 		}
 	} else {
 		f.errs["distinct"] = fmt.Errorf("INFO server: %w", err)
@@ -704,6 +731,68 @@ func parseVersion(s string) ([3]int, bool) {
 	return v, true
 }
 
+// serverOf reads a server's name and its own version from INFO server, and
+// the Redis version it is compatible with. Valkey names itself
+// (server_name) and gives its version as valkey_version; Redis names
+// itself nowhere.
+func serverOf(info string) (name, version, redisVersion string) {
+	redisVersion = infoField(info, "redis_version")
+	name = strings.ToLower(infoField(info, "server_name"))
+	if name == "" || name == "redis" {
+		return "redis", redisVersion, redisVersion
+	}
+	return name, cmp.Or(infoField(info, name+"_version"), redisVersion), redisVersion
+}
+
+// serverFeatures are the commands the library uses when a node has them,
+// with the first version of Redis and of Valkey that has each.
+var serverFeatures = []struct {
+	name          string
+	redis, valkey [3]int
+}{
+	{"WAITAOF", [3]int{7, 2, 0}, [3]int{7, 2, 0}},
+	{"SET GET", [3]int{6, 2, 0}, [3]int{7, 2, 0}},
+	{"SPUBLISH", [3]int{7, 0, 0}, [3]int{7, 2, 0}},
+}
+
+// featuresOf lists the serverFeatures a node has, by its server and
+// version; nil when the version is unknown. A server that is neither Redis
+// nor Valkey is judged by the Redis version it is compatible with.
+func featuresOf(f *nodeFacts) []string {
+	valkey := f.Server == "valkey"
+	version := f.Version
+	if !valkey && f.redisVersion != "" {
+		version = f.redisVersion
+	}
+	v, ok := parseVersion(version)
+	if !ok {
+		return nil
+	}
+	out := []string{}
+	for _, ft := range serverFeatures {
+		first := ft.redis
+		if valkey {
+			first = ft.valkey
+		}
+		if slices.Compare(v[:], first[:]) >= 0 {
+			out = append(out, ft.name)
+		}
+	}
+	return out
+}
+
+// serverName is how the findings name a node's server: "Redis 7.0.15",
+// "Valkey 8.0.1".
+func serverName(f *nodeFacts) string {
+	switch f.Server {
+	case "", "redis":
+		return "Redis " + f.Version
+	case "valkey":
+		return "Valkey " + f.Version
+	}
+	return fmt.Sprintf("%s %s (Redis %s)", f.Server, f.Version, f.redisVersion)
+}
+
 // findings judges every node's facts, and sorts the findings.
 func (c *Client) findings(facts []nodeFacts) []Finding {
 	var out []Finding
@@ -733,6 +822,7 @@ func (c *Client) findings(facts []nodeFacts) []Finding {
 		c.checkDistinct(f, facts, add)
 		checkMemory(f, add)
 		c.checkPersistence(f, maxTTL, add)
+		c.checkFsyncAck(f, add)
 		checkVersion(f, add)
 		checkScripting(f, add)
 		c.checkClock(f, add)
@@ -745,7 +835,7 @@ func (c *Client) findings(facts []nodeFacts) []Finding {
 	unable := map[int]string{}
 	for _, fd := range out {
 		switch fd.Check {
-		case "role", "acl", "scripting", "version", "cluster":
+		case "role", "acl", "scripting", "version", "cluster", "fsync-ack":
 			if fd.Severity == SeverityCritical && fd.Node >= 0 {
 				if _, dup := unable[fd.Node]; !dup {
 					unable[fd.Node] = fd.Check
@@ -1056,19 +1146,101 @@ func (c *Client) checkPersistence(f *nodeFacts, maxTTL time.Duration, add addFun
 }
 
 func checkVersion(f *nodeFacts, add addFunc) {
-	v, ok := parseVersion(f.Version)
+	// Another server than Redis is judged by the Redis version it is
+	// compatible with: 7.2.4 for every Valkey so far.
+	rv := f.Version
+	if f.Server != "" && f.Server != "redis" {
+		rv = f.redisVersion
+	}
+	v, ok := parseVersion(rv)
 	switch {
 	case !ok:
-		add(SeverityInfo, "version", f, fmt.Sprintf("could not read the Redis version: %v", f.errs["version"]), "")
+		add(SeverityInfo, "version", f, fmt.Sprintf("could not read the server's version: %v", f.errs["version"]), "")
 	case slices.Compare(v[:], []int{2, 6, 12}) < 0:
-		add(SeverityCritical, "version", f, fmt.Sprintf("Redis %s is older than 2.6.12: every lock needs Lua scripting (2.6) "+
-			"and SET with PX and NX (2.6.12)", f.Version), "upgrade the node to Redis 7.0 or later")
+		add(SeverityCritical, "version", f, fmt.Sprintf("%s is older than 2.6.12: every lock needs Lua scripting (2.6) "+
+			"and SET with PX and NX (2.6.12)", serverName(f)), "upgrade the node to Redis 7.0 or later")
 	case v[0] < 7:
-		add(SeverityInfo, "version", f, fmt.Sprintf("Redis %s refuses SET with both NX and GET (7.0): "+
-			"acquisitions after the first attempt run a script there instead, which works", f.Version),
+		add(SeverityInfo, "version", f, fmt.Sprintf("%s refuses SET with both NX and GET (7.0): "+
+			"acquisitions after the first attempt run a script there instead, which works; %s", serverName(f), featureSummary(f)),
 			"upgrade to Redis 7.0 or later to save the script")
 	default:
-		add(SeverityOK, "version", f, "Redis "+f.Version, "")
+		add(SeverityOK, "version", f, fmt.Sprintf("%s; %s", serverName(f), featureSummary(f)), "")
+	}
+}
+
+// featureSummary says which serverFeatures the node has: "has WAITAOF,
+// SET GET, SPUBLISH", or "has SET GET, SPUBLISH; lacks WAITAOF".
+func featureSummary(f *nodeFacts) string {
+	has := featuresOf(f)
+	var lacks []string
+	for _, ft := range serverFeatures {
+		if !slices.Contains(has, ft.name) {
+			lacks = append(lacks, ft.name)
+		}
+	}
+	switch {
+	case len(has) == 0:
+		return "lacks " + strings.Join(lacks, ", ")
+	case len(lacks) == 0:
+		return "has " + strings.Join(has, ", ")
+	}
+	return "has " + strings.Join(has, ", ") + "; lacks " + strings.Join(lacks, ", ")
+}
+
+// checkFsyncAck says, with WithFsyncAck, whether the node can confirm its
+// writes' fsyncs in time: a node that cannot fails every vote, with
+// ErrFsyncAck, as surely as one that is down.
+func (c *Client) checkFsyncAck(f *nodeFacts, add addFunc) {
+	if !c.cfg.fsyncAck {
+		return
+	}
+	const fixAOF = "CONFIG SET appendonly yes and CONFIG SET appendfsync always (then CONFIG REWRITE), or turn WithFsyncAck off"
+	// What the WAITAOF may take (see transport.FsyncAcker): half the node
+	// timeout, which it shares with WithReplicaAck's WAIT.
+	within := c.cfg.nodeTimeout / 2
+	bound := fmt.Sprintf("half the node timeout, %v", c.cfg.nodeTimeout)
+	if c.cfg.replicaAck > 0 {
+		within /= 2
+		bound = fmt.Sprintf("a quarter of the node timeout, %v; WithReplicaAck's WAIT has another", c.cfg.nodeTimeout)
+	}
+	features := featuresOf(f)
+	switch {
+	case features != nil && !slices.Contains(features, "WAITAOF"):
+		add(SeverityCritical, "fsync-ack", f, fmt.Sprintf("%s lacks WAITAOF, which Redis 7.2 and Valkey 7.2 brought: "+
+			"with WithFsyncAck every vote of this node fails (ErrFsyncAck)", serverName(f)),
+			"upgrade the node to Redis 7.2 or later, or to Valkey; or turn WithFsyncAck off")
+	case !f.aofKnown:
+		add(SeverityInfo, "fsync-ack", f, fmt.Sprintf("could not read appendonly (%v): WithFsyncAck needs it on", f.errs["persistence"]),
+			"make sure by hand that appendonly is yes and appendfsync is always")
+	case !f.AppendOnly:
+		add(SeverityCritical, "fsync-ack", f, "appendonly no: WAITAOF refuses to run without an append-only file, "+
+			"so with WithFsyncAck every vote of this node fails (ErrFsyncAck)", fixAOF)
+	case f.AppendFsync == "no":
+		add(SeverityCritical, "fsync-ack", f, fmt.Sprintf("appendfsync no: the server never fsyncs by itself, so WAITAOF never "+
+			"confirms, and with WithFsyncAck every vote of this node fails (ErrFsyncAck), each after waiting %v", within),
+			"CONFIG SET appendfsync always (then CONFIG REWRITE), or turn WithFsyncAck off")
+	case f.AppendFsync == "everysec":
+		msg := "appendfsync everysec: WAITAOF waits for the next fsync, up to a second"
+		if within < time.Second {
+			msg += fmt.Sprintf(", longer than the %v it is given (%s), so votes of this node may fail (ErrFsyncAck)", within, bound)
+		}
+		msg += "; and some servers (Valkey 8.0.1 among them, see redis/redis#13793) confirm it under everysec before " +
+			"the fsync, so a crash of the machine can still lose a key that voted yes"
+		add(SeverityWarning, "fsync-ack", f, msg, "CONFIG SET appendfsync always (then CONFIG REWRITE)")
+	case f.AppendFsync == "":
+		add(SeverityInfo, "fsync-ack", f, fmt.Sprintf("appendonly is on, but could not read appendfsync (%v): "+
+			"WAITAOF confirms each write at once only with appendfsync always", f.errs["persistence"]),
+			"make sure by hand that appendfsync is always")
+	case f.rewrite == "yes":
+		add(SeverityWarning, "fsync-ack", f, "no-appendfsync-on-rewrite yes: the server does not fsync during an AOF rewrite, "+
+			"so WAITAOF confirms nothing then, and this node's votes fail (ErrFsyncAck) until the rewrite ends",
+			"CONFIG SET no-appendfsync-on-rewrite no (then CONFIG REWRITE)")
+	case features == nil:
+		add(SeverityInfo, "fsync-ack", f, fmt.Sprintf("appendonly yes and appendfsync always, but could not read the server's "+
+			"version (%v), so could not tell whether it has WAITAOF (Redis 7.2+, Valkey 7.2+)", f.errs["version"]),
+			"make sure by hand that the node runs Redis 7.2 or later, or Valkey")
+	default:
+		add(SeverityOK, "fsync-ack", f, "WAITAOF, appendonly yes, appendfsync always: each yes is confirmed fsynced at once", "")
 	}
 }
 

@@ -26,7 +26,9 @@ var (
 	// acquisition that failed because fewer than a quorum of nodes
 	// answered: the others failed, timed out or were quarantined by the
 	// guard. It is an outage, not contention: it does not match when
-	// enough nodes answered and the key was held elsewhere.
+	// enough nodes answered and the key was held elsewhere. The error of
+	// Client.ValidateFence matches it too, beside ErrStaleFence, when too
+	// few nodes answered to tell.
 	ErrUnavailable = errors.New("redlock: unavailable: too few nodes answered for a quorum")
 
 	// ErrNotHeld means Unlock or Extend found fewer than a quorum of nodes
@@ -88,9 +90,11 @@ var (
 	// appendonly off).
 	ErrFsyncAck = errors.New("redlock: the node did not confirm the write was fsynced")
 
-	// ErrStaleFence is returned by Client.ValidateFence when the fence
-	// cannot be shown to be the live holder's: a newer fence exists, or the
-	// lock was released or lost.
+	// ErrStaleFence is matched by every error of Client.ValidateFence: the
+	// fence cannot be shown to be the live holder's, because a newer fence
+	// exists, the lock was released or lost, or too few nodes answered to
+	// tell (the error then also matches ErrUnavailable). A resource refuses
+	// the write on any of them.
 	ErrStaleFence = errors.New("redlock: stale fence")
 
 	// errNotAsked is the vote of a node that a round left out on purpose.

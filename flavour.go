@@ -33,6 +33,10 @@ type flavour struct {
 	// such key and no fence counter is taken with SET NX, and no script
 	// (see target.plainSingle).
 	standard bool
+	// topUp is set for the flavours whose extensions may ask the nodes
+	// that never said yes to take the key (WithTopUp, topup.lua): the
+	// exclusive locks, plain and owner.
+	topUp bool
 
 	// quorum returns how many nodes of c every round of a hold of the
 	// flavour needs, given its permits.
@@ -74,6 +78,7 @@ var (
 		releaseOne: releaseScript{scriptReleasePlain, releasePlainArgs},
 		extend:     extendScript{scriptExtend, lockExtendArgs},
 		standard:   true,
+		topUp:      true,
 		quorum:     majority,
 		acquireErr: keepErr,
 		check:      checkNothing,
@@ -88,6 +93,7 @@ var (
 		release:    releaseScript{scriptRelease, lockReleaseArgs},
 		releaseOne: releaseScript{scriptRelease, lockReleaseArgs},
 		extend:     extendScript{scriptExtend, lockExtendArgs},
+		topUp:      true,
 		quorum:     majority,
 		acquireErr: keepErr,
 		check:      checkOwner,
@@ -102,7 +108,7 @@ var (
 		extend:     extendScript{scriptRExtend, rextendArgs},
 		quorum:     readQuorum,
 		acquireErr: keepErr,
-		check:      checkReader,
+		check:      refuseMinHold("WithMinHold cannot be used with RLock", checkReader),
 		shared:     true,
 		mark:       readerMark,
 	}
@@ -119,7 +125,7 @@ func permitFlavour(permits int) *flavour {
 		quorum:     permitQuorum,
 		permits:    permits,
 		acquireErr: permitsErr,
-		check:      checkPermit,
+		check:      refuseMinHold("WithMinHold is not supported for semaphores", checkPermit),
 		mark:       writerMark,
 		unmark:     true,
 	}
@@ -142,6 +148,21 @@ func keepErr(_ *target, err error) error { return err }
 
 // checkNothing refuses nothing: a plain lock takes every option.
 func checkNothing([]string, *config) error { return nil }
+
+// refuseMinHold returns check, refusing WithMinHold first, with msg, for
+// the shared holds: readers and permits. Their release before the end of
+// the minimum hold would have to keep one holder's share of the key (a
+// reader's field, a permit's member) until then, which releaselater.lua
+// does not do. WithLockDelay needs nothing of them: their scripts keep each
+// holder's expiry from the TTL they are sent, delay included.
+func refuseMinHold(msg string, check func([]string, *config) error) func([]string, *config) error {
+	return func(keys []string, cfg *config) error {
+		if cfg.minHold > 0 {
+			return fmt.Errorf("%w: %s", ErrInvalidOption, msg)
+		}
+		return check(keys, cfg)
+	}
+}
 
 // checkOwner refuses the keys an owner lock cannot have.
 func checkOwner(keys []string, _ *config) error {

@@ -279,7 +279,9 @@ func TestGuardCoversExtendedTTL(t *testing.T) {
 				direct[i] = s.NewClient(t)
 			}
 			require.NoError(t, direct[2].Set(ctx, key, "foreign", time.Minute).Err())
-			held, err := holder.Lock(ctx, key)
+			// Without the top-up, which would add node 2 at the Extend
+			// below: the guard is what this test is about.
+			held, err := holder.Lock(ctx, key, WithTopUp(false))
 			require.NoError(t, err)
 			// Lock returns at the quorum: the acquisition's request to node
 			// 2 may still be on its way, and would take the key there if it

@@ -426,7 +426,7 @@ func isRelease(cmd redis.Cmder) bool {
 func loadScripts(t *testing.T, cs []redis.UniversalClient) {
 	t.Helper()
 	for _, rc := range cs {
-		for _, id := range []scriptID{scriptAcquire, scriptRelease, scriptReleasePlain, scriptExtend, scriptFence} {
+		for id := range scripts {
 			require.NoError(t, rc.ScriptLoad(t.Context(), scripts[id].src).Err())
 		}
 	}

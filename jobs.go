@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,16 +26,21 @@ var stallAfter = transport.DefaultStallAfter
 // the node had not answered the batch before it. It was never sent.
 var errNotSent = fmt.Errorf("%w: not sent, the node had not answered its previous batch", ErrNodeTimeout)
 
-// replicaWait is what a job needs for WithReplicaAck: how many replicas
-// must acknowledge its writes, how long the batch's WAIT may take, and the
-// WAIT's result. Embedded as a pointer, it makes the job a transport.Acker; a nil
-// one, the job of a call without WithReplicaAck, needs no WAIT.
+// replicaWait is what a job needs for WithReplicaAck and WithFsyncAck: how
+// many replicas must acknowledge its writes, whether the node must fsync
+// them, how long the batch's WAIT and WAITAOF may take, and their results.
+// Embedded as a pointer, it makes the job a transport.Acker and a
+// transport.FsyncAcker; a nil one, the job of a Client with neither option,
+// needs neither.
 type replicaWait struct {
-	want    int
-	within  time.Duration // half the node timeout
-	channel string        // the target's barrier channel
-	acks    int64
-	ackErr  error
+	want     int
+	fsync    bool
+	within   time.Duration // half the node timeout
+	channel  string        // the target's barrier channel
+	acks     int64
+	ackErr   error
+	local    int64 // WAITAOF's local fsyncs: 1 once the node fsynced
+	fsyncErr error
 }
 
 func (r *replicaWait) Replicas() int {
@@ -47,11 +53,23 @@ func (r *replicaWait) AckWithin() time.Duration { return r.within }
 func (r *replicaWait) Acked(n int64, err error) { r.acks, r.ackErr = n, err }
 func (r *replicaWait) Barrier() string          { return r.channel }
 
-// counted turns a yes into a failure, ErrReplicaAck, when too few replicas
-// acknowledged it: the node is then rolled back like any that failed.
+func (r *replicaWait) Fsync() bool                       { return r != nil && r.fsync }
+func (r *replicaWait) FsyncAcked(local int64, err error) { r.local, r.fsyncErr = local, err }
+
+// counted turns a yes into a failure when too few replicas acknowledged
+// it (ErrReplicaAck) or the node did not confirm its fsync (ErrFsyncAck):
+// the node is then rolled back like any that failed.
 func (r *replicaWait) counted(val int64, err error) (int64, error) {
-	if val > 0 && err == nil && r.Replicas() > 0 {
+	if val <= 0 || err != nil || r == nil {
+		return val, err
+	}
+	if r.want > 0 {
 		if e := replicaAckErr(r.want, r.acks, r.ackErr); e != nil {
+			return 0, e
+		}
+	}
+	if r.fsync {
+		if e := fsyncAckErr(r.local, r.fsyncErr); e != nil {
 			return 0, e
 		}
 	}
@@ -59,12 +77,12 @@ func (r *replicaWait) counted(val int64, err error) (int64, error) {
 }
 
 // newReplicaWait is the replicaWait of a job of t under cfg: nil when cfg
-// does not ask for replicas.
+// asks for neither replicas nor fsyncs.
 func newReplicaWait(cfg *config, t *target) *replicaWait {
-	if cfg.replicaAck == 0 {
+	if cfg.replicaAck == 0 && !cfg.fsyncAck {
 		return nil
 	}
-	return &replicaWait{want: cfg.replicaAck, within: cfg.nodeTimeout / 2, channel: keyspace.Barrier(t.rkeys[0])}
+	return &replicaWait{want: cfg.replicaAck, fsync: cfg.fsyncAck, within: cfg.nodeTimeout / 2, channel: keyspace.Barrier(t.rkeys[0])}
 }
 
 // replicaAckErr turns a WAIT's outcome into the error of a yes that does
@@ -77,6 +95,33 @@ func replicaAckErr(want int, got int64, err error) error {
 		return fmt.Errorf("%w: %d of %d within the node timeout", ErrReplicaAck, got, want)
 	}
 	return nil
+}
+
+// The causes of an ErrFsyncAck that retrying will not fix: the node warns
+// of them once (see persistentKind).
+var (
+	errNoWAITAOF = errors.New("the server lacks WAITAOF: WithFsyncAck needs Redis 7.2+ or Valkey 7.2+")
+	errAOFOff    = errors.New("appendonly is off on the node: WAITAOF cannot confirm an fsync without an append-only file")
+)
+
+// fsyncAckErr turns a WAITAOF's outcome into the error of a yes that does
+// not count, or nil when the node fsynced the write. Redis words WAITAOF's
+// refusals only in its messages (ERR unknown command, ERR WAITAOF cannot be
+// used when numlocal is set but appendonly is disabled), so they are told
+// apart by them.
+func fsyncAckErr(local int64, err error) error {
+	switch {
+	case err == nil && local >= 1:
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: WAITAOF confirmed no fsync within the node timeout "+
+			"(appendfsync always confirms at once, everysec within a second, no never; see Client.Check)", ErrFsyncAck)
+	case redis.HasErrorPrefix(err, "unknown command"):
+		return fmt.Errorf("%w: %w: %w", ErrFsyncAck, errNoWAITAOF, err)
+	case redis.HasErrorPrefix(err, "WAITAOF cannot be used") && strings.Contains(err.Error(), "appendonly"):
+		return fmt.Errorf("%w: %w: %w", ErrFsyncAck, errAOFOff, err)
+	}
+	return fmt.Errorf("%w: %w", ErrFsyncAck, err)
 }
 
 // leg is one node's part of a round: where its reply goes. The round's
@@ -283,6 +328,11 @@ type releaseJob struct {
 	// once: a NOSCRIPT reply to a copy says nothing of the first copy,
 	// which may have run before the node lost its scripts.
 	resent bool
+	// plan is Unlock's releasePlan when it does more than delete: the job
+	// then lets the keys expire at plan.later (releaselater.lua) if it
+	// goes out before it. nil for every other release, which keeps the
+	// job small.
+	plan *releasePlan
 	evalFallback
 }
 
@@ -305,7 +355,22 @@ func (j *releaseJob) Commands(cmds []redis.Cmder) []redis.Cmder {
 	// The count is of one command: a NOSCRIPT reply to an EVALSHA written
 	// once means it did nothing, so the EVAL starts a new count.
 	j.sent.n.Store(0)
-	j.cmd = j.sent.at.a.t.evalRelease(j.args[:0], j.eval, j.n, &j.sent, j.announce)
+	t := j.sent.at.a.t
+	if p := j.plan; p != nil {
+		// The time left is measured as the job goes out, which may be
+		// long after Unlock when the release was parked.
+		switch left := p.later.Sub(j.n.c.now()); {
+		case left > 0:
+			j.cmd = t.evalReleaseLater(j.args[:0], j.eval, &j.sent, left, p.cut)
+			return append(cmds, j.cmd)
+		case p.keep:
+			// The minimum hold is over, the lock-delay is not: only say
+			// whether the node holds the keys.
+			j.cmd = t.evalReleaseLater(j.args[:0], j.eval, &j.sent, 0, false)
+			return append(cmds, j.cmd)
+		}
+	}
+	j.cmd = t.evalRelease(j.args[:0], j.eval, j.n, &j.sent, j.announce)
 	return append(cmds, j.cmd)
 }
 
@@ -349,7 +414,7 @@ func (j *releaseJob) finish(v int64, resent bool, err error) {
 // again and its last copy found nothing to release.
 var errResentRelease = errors.New("redlock: the release was sent again and found the key gone: the first copy may have released it")
 
-// extendJob extends a lock on one node.
+// extendJob extends a lock on one node, or tops it up there (see topup.go).
 type extendJob struct {
 	leg
 	l    *Lock
@@ -358,14 +423,31 @@ type extendJob struct {
 	args [9]any
 	evalFallback
 	*replicaWait
+	// asked is set once the job chose between extend.lua and topup.lua,
+	// and top when it chose topup.lua: the node never said yes. Both are
+	// written before the leg hears of the job.
+	asked, top bool
 }
 
 func (j *extendJob) Deadline() time.Time { return j.end }
-func (j *extendJob) Fail(err error)      { j.leg.deliver(0, err) }
+
+func (j *extendJob) Fail(err error) {
+	if j.top {
+		j.l.att.endTopUp(j.n.index, false)
+	}
+	j.leg.deliver(0, err)
+}
 
 func (j *extendJob) Commands(cmds []redis.Cmder) []redis.Cmder {
 	l := j.l
-	j.cmd = l.t.evalExtend(j.args[:0], j.eval, l.att.value.arg, j.ttl)
+	if !j.asked {
+		j.asked, j.top = true, l.topUpOn(j.n.index)
+	}
+	if j.top {
+		j.cmd = l.evalTopUp(nil, j.eval, j.ttl)
+	} else {
+		j.cmd = l.t.evalExtend(j.args[:0], j.eval, l.att.value.arg, j.ttl)
+	}
 	return append(cmds, j.cmd)
 }
 
@@ -374,6 +456,9 @@ func (j *extendJob) Done(time.Time, time.Time) bool {
 		return true
 	}
 	v, err := j.cmd.Int64()
+	if j.top {
+		j.l.att.endTopUp(j.n.index, err == nil && v == 1)
+	}
 	if j.l.cfg.guard {
 		v, err = j.n.guarded(j.n.c, v, err)
 	}

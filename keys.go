@@ -3,6 +3,7 @@ package redlock
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
@@ -16,9 +17,9 @@ import (
 // internal/keyspace), gathered in the target that one acquisition holds.
 
 // target is what one acquisition holds on every node: its keys, id, owner
-// and flavour. It is built once, complete, by newTarget, and never changed
-// after. Each attempt writes a value of its own, derived from the id (see
-// token).
+// and flavour. It is built once, by newTarget (Client.target adds its
+// lock-delay), and never changed once shared. Each attempt writes a value
+// of its own, derived from the id (see token).
 type target struct {
 	fl    *flavour // the kind of hold: see flavour.go
 	rkeys []string // the Redis keys: prefix + keys as given
@@ -40,6 +41,12 @@ type target struct {
 	// then owner.
 	kargs, skargs, relKeys, chanArgs []any
 	ownerArg                         any
+
+	// delay is the lock-delay (WithLockDelay): the extension builders
+	// add it to the TTL they send, so that the nodes keep the keys that
+	// much past the validity. Client.target sets it, before the target is
+	// shared.
+	delay time.Duration
 }
 
 // target checks the keys of an acquisition of flavour fl, and the options
@@ -73,6 +80,7 @@ func (c *Client) target(keys []string, cfg *config, fl *flavour) (*target, error
 		return nil, err
 	}
 	t := newTarget(fl, rkeys, uuid.NewString(), cfg.owner, cfg.fencing, fl.quorum(c, fl.permits))
+	t.delay = cfg.lockDelay
 	if err := c.checkSlots(t); err != nil {
 		return nil, err
 	}

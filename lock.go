@@ -34,9 +34,10 @@ type Lock struct {
 	held  []bool        // guarded by mu; nodes known to have said yes
 	stats Stats         // guarded by mu; the last round, without Nodes
 	// statsOf is the outcome of that round, which Stats makes its Nodes
-	// from; guarded by mu.
-	statsOf *outcome
-	err     error // guarded by mu; why it ended, nil while held
+	// from, or statsNodes makes them, for a renewal; guarded by mu.
+	statsOf    *outcome
+	statsNodes func() []NodeVote
+	err        error // guarded by mu; why it ended, nil while held
 	// done is made by the first call of Done, and closed when the lock
 	// ends: most holders never ask for it.
 	done     chan struct{} // guarded by mu
@@ -98,13 +99,16 @@ func (l *Lock) Until() time.Time {
 }
 
 // Stats returns what the nodes answered in the lock's last round: the
-// acquisition, or the last Extend or Unlock.
+// acquisition, the last Extend or auto-extension renewal, or Unlock.
 func (l *Lock) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.stats
-	if l.statsOf != nil {
+	switch {
+	case l.statsOf != nil:
 		s.Nodes = l.statsOf.nodeVotes(l.c)
+	case l.statsNodes != nil:
+		s.Nodes = l.statsNodes()
 	}
 	return s
 }
@@ -141,6 +145,15 @@ func (l *Lock) markHeld(i int) {
 // ctx's cancellation does not stop the release: Unlock with a cancelled ctx
 // still releases, bounded as above, and returns nil when the release landed
 // on a quorum.
+//
+// With WithMinHold(d), an Unlock before the acquisition plus d does not
+// delete the keys: on each node that still holds this lock's value, it sets
+// their expiry to the time left until then, measured on the local monotonic
+// clock as the request goes out, and announces nothing, since the keys are
+// not free. It returns nil when a quorum held the lock, as above. With
+// WithLockDelay, an Unlock of a lock that was lost or whose validity had
+// ended deletes nothing either: the keys expire the delay after the lock's
+// end, and the error matches ErrNotHeld.
 func (l *Lock) Unlock(ctx context.Context) error {
 	c := l.c
 	if err := c.enter(); err != nil {
@@ -155,13 +168,54 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.released = true
 	// A lock that was lost, or whose validity has ended, is known not to
 	// be held: a release that cannot be confirmed says so.
-	over := l.err != nil || !c.now().Before(l.until)
+	now := c.now()
+	over := l.err != nil || !now.Before(l.until)
+	p := l.planRelease(now, over)
 	l.mu.Unlock()
 	l.end(ErrUnlocked)
 	// The release does not stop when ctx does: a caller whose ctx is
 	// already cancelled (a shutdown, a deferred Unlock after a timeout)
 	// still frees the nodes, within the release's own bound.
-	return l.release(over)
+	return l.releaseAs(over, p)
+}
+
+// releasePlan is what Unlock's release does on the nodes, beside deleting
+// the keys: the zero value deletes them, as every other release does (at
+// Close, by token).
+type releasePlan struct {
+	// later is the end of the minimum hold (WithMinHold) when Unlock came
+	// before it: the release lets the keys expire then (releaselater.lua)
+	// rather than delete them, and cut says they outlive it on the nodes
+	// that hold the lock, so that the script shortens them to it.
+	later time.Time
+	cut   bool
+	// keep is set when the lock-delay (WithLockDelay) must run its course:
+	// the lock was lost or its validity ended, so nothing deletes the keys.
+	keep bool
+}
+
+// reasonLockDelay is the Reason of Unlock's error when the lock-delay
+// keeps the keys.
+const reasonLockDelay = "lock lost or its validity ended: its keys are left to expire after the lock-delay"
+
+// planRelease decides Unlock's releasePlan at now, on the local monotonic
+// clock; over says the lock was lost or its validity ended. l.mu must be
+// held.
+func (l *Lock) planRelease(now time.Time, over bool) releasePlan {
+	cfg := l.cfg
+	p := releasePlan{keep: over && cfg.lockDelay > 0}
+	if cfg.minHold > 0 {
+		if end := l.acquired.Add(cfg.minHold); now.Before(end) {
+			// The nodes of the last quorum keep the keys past Until by
+			// the drift and the lock-delay at least: a minimum hold that
+			// ends before then is reached by shortening them. Otherwise
+			// (a minimum hold longer than the TTL, or a lock that is over)
+			// they are only lengthened to it.
+			p.later = end
+			p.cut = !over && !end.After(l.until.Add(cfg.lockDelay))
+		}
+	}
+	return p
 }
 
 // release deletes the lock's keys on every node, announcing it to waiters,
@@ -169,9 +223,31 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // be over already. The caller must be inside a call of the Client. It takes
 // no ctx: no caller's cancellation stops a release (see Unlock), and nothing
 // of it reads a ctx's values.
-func (l *Lock) release(over bool) error {
+func (l *Lock) release(over bool) error { return l.releaseAs(over, releasePlan{}) }
+
+// releaseAs is release, as p says: with p.later set it lets the keys expire
+// at the end of the minimum hold and announces nothing, since the keys are
+// not free; with p.keep it leaves them to the lock-delay, and reports the
+// lock not held whatever the nodes answer.
+func (l *Lock) releaseAs(over bool, p releasePlan) error {
 	c, at := l.c, l.att
 	at.beginUnlock()
+	if p.keep && p.later.IsZero() {
+		// Nothing to send: the keys expire the lock-delay after the lock's
+		// end, which is the point of the delay.
+		st := Stats{Op: OpUnlock, Key: l.name(), Quorum: l.t.quorum}
+		l.mu.Lock()
+		l.stats, l.statsOf, l.statsNodes = st, nil, nil
+		l.mu.Unlock()
+		qe := &QuorumError{Stats: st, Reason: reasonLockDelay, sentinel: ErrNotHeld}
+		c.observeRelease(st, qe)
+		return qe
+	}
+	var plan *releasePlan // nil: a plain release, as almost every one is
+	if !p.later.IsZero() {
+		plan = new(releasePlan)
+		*plan = p
+	}
 	// One allocation for the round's jobs: each node gets its own.
 	jobs := make([]releaseJob, len(c.nodes))
 	o := c.fanout(context.Background(), &spec{
@@ -182,6 +258,7 @@ func (l *Lock) release(over bool) error {
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
 			j.sent.at, j.announce, j.unlock = at, true, true
+			j.plan = plan
 			switch at.claimRelease(lg.n.index, j) {
 			case releaseNow:
 				lg.n.pipe.Submit(j)
@@ -199,11 +276,13 @@ func (l *Lock) release(over bool) error {
 	l.mu.Lock()
 	l.stats, l.statsOf = st, o
 	l.mu.Unlock()
-	if o.yes >= l.t.quorum {
-		// Wake this Client's next waiter now: the announcement may not
-		// come, since its attempt, woken by the last release, did not
-		// mark the keys.
-		c.waitlist.releasedLocally(l.t.rkeys, at.value.value)
+	if o.yes >= l.t.quorum && !p.keep {
+		if p.later.IsZero() {
+			// Wake this Client's next waiter now: the announcement may
+			// not come, since its attempt, woken by the last release,
+			// did not mark the keys.
+			c.waitlist.releasedLocally(l.t.rkeys, at.value.value)
+		}
 		if c.observer != nil {
 			c.observeRelease(o.withNodes(c, st), nil)
 		}
@@ -211,6 +290,9 @@ func (l *Lock) release(over bool) error {
 	}
 	st = o.withNodes(c, st)
 	qe := &QuorumError{Stats: st, sentinel: ErrNotHeld, ctxErr: o.ctxErr}
+	if p.keep {
+		qe.Reason = reasonLockDelay
+	}
 	if !over && len(c.nodes)-o.no >= l.t.quorum {
 		// Too few said no to know the lock was not held: the others
 		// failed or did not answer in time.
@@ -232,7 +314,8 @@ func (l *Lock) heldValidOn(i int) bool {
 
 // Extend resets the lock's TTL to the full TTL on every node that still holds
 // its token. A Lua script compares the token, and never re-creates a key that
-// is gone. Extend succeeds when a quorum of nodes extended before the current
+// is gone. With WithTopUp (the default), the nodes that never said yes are
+// asked to take the key instead, and count from then on. Extend succeeds when a quorum of nodes extended before the current
 // validity ended; Until then becomes the start of the extension plus the TTL,
 // minus the drift.
 //
@@ -312,7 +395,15 @@ func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
 		},
 	})
 	o.finish(nil)
-	e := extension{start: start, end: o.ended(), ttl: ttl, yes: o.yes, no: o.no, ctxErr: o.ctxErr}
+	// A top-up's no comes from a node that never held the lock: it says
+	// nothing of whether the lock is lost.
+	declined := 0
+	for i := range jobs {
+		if o.got[i] && jobs[i].top && o.votes[i].v == VoteNo {
+			declined++
+		}
+	}
+	e := extension{start: start, end: o.ended(), ttl: ttl, yes: o.yes, no: o.no - declined, declined: declined, ctxErr: o.ctxErr}
 	st := o.stats(OpExtend, l.name(), l.t.quorum)
 	st.Drift = clockDrift(ttl, cfg.driftFactor)
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
@@ -355,7 +446,10 @@ func extendOptions(cfg *config, opts []ExtendOption) (time.Duration, error) {
 type extension struct {
 	start, end time.Time // of the round, on the Client's clock
 	ttl        time.Duration
-	yes, no    int
+	// no counts the nodes that said they no longer hold the lock; declined
+	// the top-ups that a node refused (see topup.go), which are not in no:
+	// those nodes never held it.
+	yes, no, declined int
 	// ctxErr is set when the caller's ctx ended the round (Extend only).
 	ctxErr error
 }
@@ -363,7 +457,7 @@ type extension struct {
 // stats returns the round's Stats, without Nodes.
 func (e *extension) stats(l *Lock) Stats {
 	drift := clockDrift(e.ttl, l.cfg.driftFactor)
-	return Stats{Op: OpExtend, Key: l.name(), Quorum: l.t.quorum, Yes: e.yes, No: e.no,
+	return Stats{Op: OpExtend, Key: l.name(), Quorum: l.t.quorum, Yes: e.yes, No: e.no + e.declined,
 		Elapsed: e.end.Sub(e.start), Drift: drift, Validity: validity(e.ttl, e.end.Sub(e.start), drift)}
 }
 
@@ -594,7 +688,8 @@ func (l *Lock) extendTTL(start time.Time) (ttl time.Duration, ok bool) {
 		ok = ttl > clockDrift(ttl, l.cfg.driftFactor) && ttl >= time.Millisecond
 	}
 	if ok {
-		l.c.raiseMaxTTL(ttl)
+		// The nodes keep the keys the lock-delay longer.
+		l.c.raiseMaxTTL(l.cfg.nodeTTL(ttl))
 	}
 	return ttl, ok
 }
@@ -613,13 +708,18 @@ func (l *Lock) extendTTL(start time.Time) (ttl time.Duration, ok bool) {
 // learns of it at its next renewal or Extend, and is lost. ctx does not
 // stop the release, which is bounded as Unlock's is. An empty key or token
 // gives an error that wraps ErrInvalidOption.
+//
+// It frees the keys at once, whatever WithMinHold or WithLockDelay the hold
+// was taken with: it knows nothing of the hold's acquisition time nor of
+// whether it is still valid. It is the operator's way to end a hold early.
 func (c *Client) Release(ctx context.Context, key, token string, opts ...LockOption) error {
 	return c.releaseToken(key, token, opts, plainFlavour)
 }
 
 // releaseToken releases the hold of flavour fl on key whose value is token,
 // through the path of Unlock: a Lock that stands for the hold, with every
-// node marked held and nothing in flight.
+// node marked held and nothing in flight. It deletes at once, as every
+// release but Unlock's does: see releasePlan.
 func (c *Client) releaseToken(key, value string, opts []LockOption, fl *flavour) error {
 	switch {
 	case value == "":

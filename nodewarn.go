@@ -44,6 +44,10 @@ const (
 	faultDB     = "db"     // the server refused the DB
 	faultDNS    = "dns"    // the node's host name does not resolve
 	faultNoPerm = "noperm" // the ACL user may not run a command we need
+	// The node cannot confirm fsyncs (WithFsyncAck): it answers, so these
+	// explain no silence.
+	faultNoWAITAOF = "nowaitaof"  // the server has no WAITAOF
+	faultAOFOff    = "appendonly" // appendonly is off
 )
 
 // faultHints says, per kind, what the operator should look at.
@@ -52,6 +56,10 @@ var faultHints = map[string]string{
 	faultDB:     "the server refused the DB: check the DB number of the node's go-redis options (only 0 on a Redis Cluster)",
 	faultDNS:    "the node's host name does not resolve: check its address",
 	faultNoPerm: "the ACL user may not run a command the library needs: see Client.Check",
+	faultNoWAITAOF: "the server lacks WAITAOF, so WithFsyncAck counts none of its votes: " +
+		"upgrade it to Redis 7.2+ or Valkey 7.2+, or turn WithFsyncAck off",
+	faultAOFOff: "appendonly is off, so WithFsyncAck counts none of its votes: " +
+		"CONFIG SET appendonly yes and appendfsync always (then CONFIG REWRITE), or turn WithFsyncAck off",
 }
 
 func (f *nodeFaults) init(c *Client) {
@@ -77,6 +85,10 @@ func (f *nodeFaults) seen(rp reply) {
 func (f *nodeFaults) failed(i int, err error) {
 	kind := persistentKind(err)
 	switch {
+	case kind == faultNoWAITAOF || kind == faultAOFOff:
+		if f.last[i].Load() != nil {
+			f.last[i].Store(nil) // the node answered
+		}
 	case kind != "" || connFailure(err):
 		f.last[i].Store(&nodeFault{err: err})
 	case errors.Is(err, ErrNodeTimeout) || errors.Is(err, ErrInFlight):
@@ -134,8 +146,9 @@ func (f *nodeFaults) explain(i int, err error) error {
 
 // persistentKind returns the kind of a failure that retrying will not fix,
 // or "": the server refused the credentials (WRONGPASS, NOAUTH, a password
-// the server does not have) or the DB, the host name does not resolve, or
-// the ACL user may not run a command (NOPERM).
+// the server does not have) or the DB, the host name does not resolve, the
+// ACL user may not run a command (NOPERM), or, with WithFsyncAck, the
+// server lacks WAITAOF or runs with appendonly off.
 func persistentKind(err error) string {
 	var dns *net.DNSError
 	switch {
@@ -154,6 +167,10 @@ func persistentKind(err error) string {
 		return faultDB
 	case redis.IsPermissionError(err):
 		return faultNoPerm
+	case errors.Is(err, errNoWAITAOF):
+		return faultNoWAITAOF
+	case errors.Is(err, errAOFOff):
+		return faultAOFOff
 	}
 	return ""
 }

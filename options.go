@@ -299,7 +299,17 @@ func WithTopUp(enabled bool) LockOption {
 // out until d after its end, so that a holder that does not know it lost the
 // lock has d to notice before anyone else acts. Unlock of a lock that is
 // still valid frees it at once; Unlock of one whose validity has ended
-// leaves the keys to their delay. It is Chubby's and Consul's lock-delay.
+// leaves the keys to their delay, and returns an error that matches
+// ErrNotHeld. It is Chubby's and Consul's lock-delay.
+//
+// Every TTL sent for the hold is TTL+d: the acquisition's, Extend's,
+// auto-extension's and top-up's, so a lock that is kept alive is kept d
+// past its last extension. It applies to every kind of hold: plain,
+// multi-key, fenced and owner locks, readers and semaphore permits. With
+// WithMaxHold, the validity still ends at the cap, and the keys live up to
+// d past it. With WithNodeGuard, the max TTL counts TTL+d. Client.Release
+// frees the keys at once all the same.
+//
 // The default, 0, adds none; a negative d is refused with ErrInvalidOption.
 func WithLockDelay(d time.Duration) LockOption {
 	return lockSetting(func(c *config) { c.lockDelay = d })
@@ -309,7 +319,20 @@ func WithLockDelay(d time.Duration) LockOption {
 // before the acquisition plus d leaves the keys to expire then, rather than
 // delete them; an Unlock after that frees them at once. It keeps a job that
 // finished fast from running again on a host whose clock or schedule is a
-// little off (ShedLock's lockAtLeastFor). The default, 0, is none; a
+// little off (ShedLock's lockAtLeastFor).
+//
+// The release before acquisition+d sets the keys' expiry, on each node that
+// still holds the lock's value, to the time left until then, measured on
+// the local monotonic clock as the request goes out; it announces nothing,
+// and Unlock still returns nil when a quorum held the lock. d may be longer
+// than the TTL, with auto-extension: the release then lengthens the keys to
+// acquisition+d. The owner of an owner lock may take it again meanwhile, as
+// an owner always may. A lock that Close released before it was handed
+// out, and Client.Release, free the keys at once. With WithNodeGuard, the
+// max TTL counts d.
+//
+// It applies to plain, multi-key, fenced and owner locks; RLock and
+// semaphores refuse it with ErrInvalidOption. The default, 0, is none; a
 // negative d, or one longer than WithMaxHold's cap, is refused with
 // ErrInvalidOption.
 func WithMinHold(d time.Duration) LockOption {
@@ -319,19 +342,23 @@ func WithMinHold(d time.Duration) LockOption {
 // WithFsyncAck makes a node's yes count only once the node confirmed that
 // it fsynced the key to its append-only file: each batch of acquires,
 // extensions (auto-extension included) and fence write-backs to a node ends
-// with WAITAOF 1 0 on the same connection, bounded by the node timeout. A
-// node that did not confirm in time votes failed, with ErrFsyncAck, and is
-// rolled back like any node that failed. With it, a node that crashes right
-// after it voted and restarts from its AOF still holds the key: the restart
-// rule of the Redlock spec is no longer needed for safety.
+// with a barrier PUBLISH and WAITAOF 1 0 on the same connection, bounded by
+// half the node timeout (a quarter with WithReplicaAck, whose WAIT takes
+// another: a yes then needs both acknowledgements). A node that did not
+// confirm in time votes failed, with ErrFsyncAck, and is rolled back like
+// any node that failed. Releases do not wait. With it, a node that crashes
+// right after it voted and restarts from its AOF still holds the key: the
+// restart rule of the Redlock spec is no longer needed for safety.
 //
 // Every node must have WAITAOF (Redis 7.2 or later, Valkey 7.2 or later) and
-// run with appendonly yes; appendfsync always confirms at once, while
-// everysec makes each confirmation wait for the next fsync, up to a second,
-// which a node timeout shorter than that turns into failed votes. Check
-// reports both. A node without WAITAOF votes failed with an error that says
-// so. It is refused with ErrInvalidOption for Redis Cluster nodes, as
-// WithReplicaAck is. The default is off.
+// run with appendonly yes and appendfsync always, which confirms at once.
+// With appendfsync no WAITAOF never confirms; with everysec it waits for the
+// next fsync, up to a second, which a short node timeout turns into failed
+// votes, and some servers (Valkey 8.0.1 among them) confirm it before the
+// fsync. Check reports each of these. A node without WAITAOF, or with
+// appendonly off, votes failed with an ErrFsyncAck that says so, which is
+// also logged at Warn once per node. It is refused with ErrInvalidOption for
+// Redis Cluster nodes, as WithReplicaAck is. The default is off.
 func WithFsyncAck(enabled bool) ClientOption {
 	return clientOnly(func(c *config) { c.fsyncAck = enabled })
 }
@@ -368,7 +395,8 @@ func WithNodeGuard(enabled bool) ClientOption {
 // WithLogger sets where the Client logs: guard quarantines, lost locks,
 // read-only nodes, and node errors that retrying will not fix (a refused
 // password or DB, a host name that does not resolve, an ACL user without a
-// command the library needs) at Warn, the last once per node and kind as
+// command the library needs, a node without WAITAOF or with appendonly off
+// under WithFsyncAck) at Warn, the last once per node and kind as
 // soon as it is seen; failed rounds at Debug. Tokens are logged only at
 // Debug. The default is silent. A panic in the logger's handler is
 // recovered, and its record dropped: the library logs from its own

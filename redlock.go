@@ -58,7 +58,8 @@ type Client struct {
 	// replyChans holds the reply channels of decided rounds, empty and
 	// buffered to len(nodes), for later rounds: see outcome.finish.
 	replyChans sync.Pool
-	// ttlArg is cfg's acquisition TTL in milliseconds, boxed once for
+	// ttlArg is what the nodes keep a key of cfg's acquisitions for (the
+	// acquisition TTL plus the lock-delay) in milliseconds, boxed once for
 	// the calls that ask for it.
 	ttlArg any
 
@@ -83,7 +84,8 @@ type Client struct {
 //
 // New fails, with an error that wraps ErrInvalidOption and names the problem,
 // when no node is given, a node is nil or a *redis.Ring (which reroutes keys
-// between its shards), the same client (or server) is given twice, or the
+// between its shards), the same client (or server) is given twice,
+// WithReplicaAck or WithFsyncAck comes with a Redis Cluster node, or the
 // options are out of range: a TTL that is not positive or too
 // small to leave validity after drift and node timeout, a drift factor
 // outside [0, 0.5), or a bad retry delay.
@@ -120,11 +122,11 @@ func New(nodes []redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkReplicaAck(&cfg); err != nil {
+	if err := c.checkAcks(&cfg); err != nil {
 		return nil, err
 	}
 	c.cfg = cfg
-	c.ttlArg = cfg.acquireTTL().Milliseconds()
+	c.ttlArg = cfg.nodeTTL(cfg.acquireTTL()).Milliseconds()
 	c.observer = cfg.observer
 	c.log = slog.New(slog.DiscardHandler)
 	if cfg.logger != nil {
@@ -284,16 +286,22 @@ func (c *Client) config(opts []LockOption) (*config, error) {
 	return &cfg, nil
 }
 
-// checkReplicaAck refuses WithReplicaAck on Redis Cluster nodes: WAIT has
-// no key, so a ClusterClient would send it to any shard, not to the one
-// whose connection wrote the lock key.
-func (c *Client) checkReplicaAck(cfg *config) error {
-	if cfg.replicaAck == 0 {
+// checkAcks refuses WithReplicaAck and WithFsyncAck on Redis Cluster
+// nodes: WAIT and WAITAOF have no key, so a ClusterClient would send them
+// to any shard, not to the one whose connection wrote the lock key.
+func (c *Client) checkAcks(cfg *config) error {
+	var opt, cmd string
+	switch {
+	case cfg.replicaAck != 0:
+		opt, cmd = "WithReplicaAck", "WAIT"
+	case cfg.fsyncAck:
+		opt, cmd = "WithFsyncAck", "WAITAOF"
+	default:
 		return nil
 	}
 	for _, n := range c.nodes {
 		if _, ok := n.client.(*redis.ClusterClient); ok {
-			return fmt.Errorf("%w: WithReplicaAck is not supported on Redis Cluster nodes (node %d): WAIT would not reach the key's shard", ErrInvalidOption, n.index)
+			return fmt.Errorf("%w: %s is not supported on Redis Cluster nodes (node %d): %s would not reach the key's shard", ErrInvalidOption, opt, n.index, cmd)
 		}
 	}
 	return nil

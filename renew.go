@@ -236,23 +236,45 @@ func (r *renewer) renew(batch []*Lock) {
 	}
 	yes := make([]int, len(live))
 	no := make([]int, len(live))
+	declined := make([]int, len(live))
 	for i := range c.nodes {
 		if !o.got[i] {
 			continue
 		}
 		for k, v := range jobs[i].votes {
-			switch v {
-			case VoteYes:
+			switch {
+			case v == VoteYes:
 				yes[k]++
-			case VoteNo:
+			case v == VoteNo && jobs[i].top != nil && jobs[i].top[k]:
+				// A top-up's no, from a node that never held the lock:
+				// it says nothing of whether the lock is lost.
+				declined[k]++
+			case v == VoteNo:
 				no[k]++
 			}
 		}
 	}
 	end := o.ended()
 	for k, l := range live {
-		l.settleRenewal(extension{start: start, end: end, ttl: liveTTL[k], yes: yes[k], no: no[k]})
+		l.settleRenewal(extension{start: start, end: end, ttl: liveTTL[k], yes: yes[k], no: no[k], declined: declined[k]},
+			func() []NodeVote { return renewalVotes(c, o, jobs, k) })
 	}
+}
+
+// renewalVotes returns the votes of the k-th lock of a renewal batch, as
+// Stats.Nodes has them: each node's vote for that lock where the node's
+// reply was gathered, and the node's vote in the round otherwise.
+func renewalVotes(c *Client, o *outcome, jobs []renewJob, k int) []NodeVote {
+	nv := o.nodeVotes(c)
+	for i := range nv {
+		if o.got[i] && k < len(jobs[i].votes) {
+			nv[i].Vote = jobs[i].votes[k]
+			if nv[i].Vote != VoteFailed {
+				nv[i].Err = nil
+			}
+		}
+	}
+	return nv
 }
 
 // minTimeout is the smallest node timeout in a batch.
@@ -267,11 +289,17 @@ func minTimeout(locks []*Lock) time.Duration {
 // settleRenewal applies one lock's renewal round (see settleExtension):
 // a new Until on a win, the loss of the lock when a quorum reports the token
 // gone, and otherwise a fast retry while validity lasts.
-func (l *Lock) settleRenewal(e extension) {
+//
+// The round becomes the lock's Stats, with nodes its Nodes, so that a node
+// that a top-up made join shows there.
+func (l *Lock) settleRenewal(e extension, nodes func() []NodeVote) {
 	c := l.c
 	st := e.stats(l)
 	l.mu.Lock()
 	v := l.settleExtension(e, st)
+	if v != extEnded {
+		l.stats, l.statsOf, l.statsNodes = st, nil, nodes
+	}
 	switch {
 	case v == extEnded:
 		l.mu.Unlock()
@@ -309,7 +337,14 @@ type renewJob struct {
 	ttls  []time.Duration
 	cmds  []*redis.Cmd
 	votes []Vote // one per lock; written before the leg hears of it
+	// top marks the locks that the node gets topup.lua for, not
+	// extend.lua: it never said yes to them (see topup.go). Nil when there
+	// are none; written before the leg hears of the job.
+	top []bool
 	evalFallback
+	// fsyncN and fsyncErr are the batch's WAITAOF result (WithFsyncAck).
+	fsyncN   int64
+	fsyncErr error
 	// ackN and ackErr are the batch's WAIT result (WithReplicaAck).
 	ackN   int64
 	ackErr error
@@ -330,14 +365,42 @@ func (j *renewJob) Replicas() int {
 // Acked keeps the batch's WAIT result.
 func (j *renewJob) Acked(n int64, err error) { j.ackN, j.ackErr = n, err }
 
-// Barrier is the barrier channel of the first lock that wants replicas.
+// Fsync reports whether a lock of the job wants its writes fsynced.
+func (j *renewJob) Fsync() bool {
+	for _, l := range j.locks {
+		if l.cfg.fsyncAck {
+			return true
+		}
+	}
+	return false
+}
+
+// FsyncAcked keeps the batch's WAITAOF result.
+func (j *renewJob) FsyncAcked(n int64, err error) { j.fsyncN, j.fsyncErr = n, err }
+
+// Barrier is the barrier channel of the first lock that wants replicas or
+// fsyncs.
 func (j *renewJob) Barrier() string {
 	for _, l := range j.locks {
-		if l.cfg.replicaAck > 0 {
+		if l.cfg.replicaAck > 0 || l.cfg.fsyncAck {
 			return keyspace.Barrier(l.t.rkeys[0])
 		}
 	}
 	return ""
+}
+
+// unacked returns why a yes of lock k does not count: too few replicas
+// acknowledged it, or the node did not confirm its fsync; nil when it
+// counts.
+func (j *renewJob) unacked(k int) error {
+	l := j.locks[k]
+	if err := replicaAckErr(l.cfg.replicaAck, j.ackN, j.ackErr); l.cfg.replicaAck > 0 && err != nil {
+		return err
+	}
+	if l.cfg.fsyncAck {
+		return fsyncAckErr(j.fsyncN, j.fsyncErr)
+	}
+	return nil
 }
 
 // AckWithin is half the shortest node timeout of the job's locks.
@@ -355,12 +418,35 @@ func (j *renewJob) AckWithin() time.Duration {
 func (j *renewJob) Commands(cmds []redis.Cmder) []redis.Cmder {
 	if j.cmds == nil {
 		j.cmds = make([]*redis.Cmd, len(j.locks))
+		for i, l := range j.locks {
+			if l.topUpOn(j.n.index) {
+				if j.top == nil {
+					j.top = make([]bool, len(j.locks))
+				}
+				j.top[i] = true
+			}
+		}
 	}
 	for i, l := range j.locks {
-		j.cmds[i] = l.t.evalExtend(nil, j.eval, l.att.value.arg, j.ttls[i])
+		if j.top != nil && j.top[i] {
+			j.cmds[i] = l.evalTopUp(nil, j.eval, j.ttls[i])
+		} else {
+			j.cmds[i] = l.t.evalExtend(nil, j.eval, l.att.value.arg, j.ttls[i])
+		}
 		cmds = append(cmds, j.cmds[i])
 	}
 	return cmds
+}
+
+// endTopUps ends the top-ups of the batch on the node (see
+// attempt.endTopUp): yes says, per lock, whether the node holds it now;
+// nil, that none was confirmed.
+func (j *renewJob) endTopUps(yes func(k int) bool) {
+	for k, top := range j.top {
+		if top {
+			j.locks[k].att.endTopUp(j.n.index, yes != nil && yes(k))
+		}
+	}
 }
 
 // Done reads each lock's vote.
@@ -370,13 +456,17 @@ func (j *renewJob) Done(time.Time, time.Time) bool {
 		// every lock of the batch.
 		return true
 	}
+	j.endTopUps(func(k int) bool {
+		v, err := j.cmds[k].Int64()
+		return err == nil && v == 1
+	})
 	votes := make([]Vote, len(j.cmds))
 	for i, cmd := range j.cmds {
 		switch v, err := cmd.Int64(); {
 		case err != nil:
 			votes[i] = VoteFailed
-		case v == 1 && replicaAckErr(j.locks[i].cfg.replicaAck, j.ackN, j.ackErr) != nil:
-			votes[i] = VoteFailed // not on enough replicas
+		case v == 1 && j.unacked(i) != nil:
+			votes[i] = VoteFailed // not on enough replicas, or not fsynced
 		case v == 1:
 			votes[i] = VoteYes
 		default:
@@ -388,7 +478,10 @@ func (j *renewJob) Done(time.Time, time.Time) bool {
 }
 
 // Fail fails every lock of the batch on the node.
-func (j *renewJob) Fail(err error) { j.leg.deliver(0, err) }
+func (j *renewJob) Fail(err error) {
+	j.endTopUps(nil)
+	j.leg.deliver(0, err)
+}
 
 // report keeps the votes, with a quarantined node's yes turned into a
 // failure, and answers the leg.

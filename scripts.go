@@ -163,8 +163,10 @@ func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err,
 type (
 	acquireScript struct {
 		id scriptID
-		// args builds them for attempt tk of t; ttlArg is ttl in
-		// milliseconds, boxed once for every node.
+		// args builds them for attempt tk of t; ttl is the TTL the
+		// validity counts from, and ttlArg what the nodes keep the keys
+		// for: ttl plus the lock-delay (config.nodeTTL), in milliseconds,
+		// boxed once for every node. The builders send ttlArg.
 		args func(dst []any, t *target, tk token, ttl time.Duration, ttlArg any, h *testHooks) []any
 	}
 	releaseScript struct {
@@ -183,8 +185,8 @@ type (
 )
 
 // evalAcquire builds the command of the flavour's acquire script for
-// attempt tk of the target. ttlArg is ttl in milliseconds, boxed once for
-// every node.
+// attempt tk of the target. ttlArg is what the nodes keep the keys for (ttl
+// plus the lock-delay) in milliseconds, boxed once for every node.
 func (t *target) evalAcquire(eval bool, tk token, ttl time.Duration, ttlArg any, h *testHooks) *redis.Cmd {
 	s := &t.fl.acquire
 	// Room for the longest: acquire.lua's 7 ARGV after the head and KEYS.
@@ -226,27 +228,28 @@ func (t *target) evalFence(eval bool, value string, fence int64) *redis.Cmd {
 
 // lockAcquireArgs builds acquire.lua's, for a plain or an owner lock.
 // KEYS: the lock keys, then their fence counters with fencing. ARGV: the
-// value, the owner ("" for a plain lock), the TTL, the number of lock keys,
-// '1' with fencing, the acquisition's id, the attempt's number.
-func lockAcquireArgs(dst []any, t *target, tk token, ttl time.Duration, _ any, _ *testHooks) []any {
+// value, the owner ("" for a plain lock), the TTL the nodes keep the keys
+// for, the number of lock keys, '1' with fencing, the acquisition's id, the
+// attempt's number.
+func lockAcquireArgs(dst []any, t *target, tk token, _ time.Duration, ttlArg any, _ *testHooks) []any {
 	fence := "0"
 	if t.fence != nil {
 		fence = "1"
 	}
-	return append(withKeys(dst, t.skargs), tk.value, t.owner, ttl.Milliseconds(), len(t.rkeys), fence, tk.id, tk.n)
+	return append(withKeys(dst, t.skargs), tk.value, t.owner, ttlArg, len(t.rkeys), fence, tk.id, tk.n)
 }
 
 // semAcquireArgs builds semacquire.lua's, for a permit. KEYS: the
-// semaphore key. ARGV: the value, the TTL, the permits, the acquisition's
-// id, the attempt's number.
-func semAcquireArgs(dst []any, t *target, tk token, ttl time.Duration, _ any, _ *testHooks) []any {
-	return append(withKeys(dst, t.skargs), tk.value, ttl.Milliseconds(), t.fl.permits, tk.id, tk.n)
+// semaphore key. ARGV: the value, the TTL the node keeps the permit for,
+// the permits, the acquisition's id, the attempt's number.
+func semAcquireArgs(dst []any, t *target, tk token, _ time.Duration, ttlArg any, _ *testHooks) []any {
+	return append(withKeys(dst, t.skargs), tk.value, ttlArg, t.fl.permits, tk.id, tk.n)
 }
 
 // rlockArgs builds rlock.lua's, for a reader. KEYS: the lock key, its
-// waiting marker. ARGV: the value, the TTL, the acquisition's id, the
-// attempt's number, '1' to ignore waiting writers (the noWriterPref test
-// switch).
+// waiting marker. ARGV: the value, the TTL the node keeps the reader for,
+// the acquisition's id, the attempt's number, '1' to ignore waiting writers
+// (the noWriterPref test switch).
 func rlockArgs(dst []any, t *target, tk token, _ time.Duration, ttlArg any, h *testHooks) []any {
 	pref := "0"
 	if h.noWriterPref {
@@ -292,15 +295,16 @@ func (t *target) channel(announce bool) any {
 
 // lockExtendArgs builds extend.lua's, and semextend.lua's, which takes the
 // same. KEYS: the lock keys. ARGV: the value, the owner ("" but for an
-// owner lock), the TTL.
+// owner lock), the TTL plus the target's lock-delay: what the nodes keep
+// the keys for.
 func lockExtendArgs(dst []any, t *target, value any, ttl time.Duration) []any {
-	return append(withKeys(dst, t.kargs), value, t.ownerArg, ttl.Milliseconds())
+	return append(withKeys(dst, t.kargs), value, t.ownerArg, (ttl + t.delay).Milliseconds())
 }
 
 // rextendArgs builds rextend.lua's, for a reader. KEYS: the lock key.
-// ARGV: the value, the TTL.
+// ARGV: the value, the TTL plus the target's lock-delay.
 func rextendArgs(dst []any, t *target, value any, ttl time.Duration) []any {
-	return append(withKeys(dst, t.kargs), value, ttl.Milliseconds())
+	return append(withKeys(dst, t.kargs), value, (ttl + t.delay).Milliseconds())
 }
 
 // writerMark is the command that sets a waiting writer's marker (or a
@@ -315,4 +319,24 @@ func writerMark(marker string, ttlArg any) []any {
 // only where no marker is, so that it never hides a waiting writer.
 func readerMark(marker string, ttlArg any) []any {
 	return []any{"set", marker, "r", "px", ttlArg, "nx"}
+}
+
+// evalReleaseLater builds releaselater.lua's command, in dst's backing
+// array when it fits: the release of the target's hold with the given
+// value before the end of its minimum hold (WithMinHold), which lets the
+// keys expire in left rather than delete them. cut says the keys outlive
+// left on the nodes that hold the lock, so that the script shortens them;
+// otherwise it only lengthens (see the script's ARGV[4]).
+//
+// KEYS: the lock keys. ARGV: the value, the owner ("" but for an owner
+// lock), left in milliseconds, rounded up and at least 1, '1' to cut or
+// '0'.
+func (t *target) evalReleaseLater(dst []any, eval bool, value any, left time.Duration, cut bool) *redis.Cmd {
+	ms := max(int64((left+time.Millisecond-1)/time.Millisecond), 1)
+	mode := "0"
+	if cut {
+		mode = "1"
+	}
+	args := append(withKeys(evalStart(dst, scriptReleaseLater, eval), t.kargs), value, t.ownerArg, ms, mode)
+	return redis.NewCmd(context.Background(), args...)
 }

@@ -34,11 +34,11 @@ func TestScriptsSetExpiryOnlyThroughPrelude(t *testing.T) {
 			code, _, _ := strings.Cut(line, "--")
 			if expiry.MatchString(code) || hsetField.MatchString(code) ||
 				(zadd.MatchString(code) && !strings.Contains(code, "'#permits')")) {
-				t.Errorf("scripts/%s:%d writes an expiry itself: %s\nuse holds.lua's expireAtLeast, setAtLeast, expireAtAtLeast, hsetAtLeast or zaddAtLeast", name, i+1, strings.TrimSpace(line))
+				t.Errorf("scripts/%s:%d writes an expiry itself: %s\nuse holds.lua's expireAtLeast, setAtLeast, expireAtAtLeast, hsetAtLeast or zaddAtLeast (expireAtLatest and expireAtMost shorten, for a release)", name, i+1, strings.TrimSpace(line))
 			}
 		}
 	}
-	for _, fn := range []string{"expireAtLeast", "setAtLeast", "expireAtAtLeast", "expireAtLatest", "hsetAtLeast", "zaddAtLeast"} {
+	for _, fn := range []string{"expireAtLeast", "setAtLeast", "expireAtAtLeast", "expireAtLatest", "expireAtMost", "hsetAtLeast", "zaddAtLeast"} {
 		require.Contains(t, files[holdsLib], "local function "+fn+"(", "the prelude defines %s", fn)
 	}
 }
@@ -174,6 +174,12 @@ func runEveryScript(t *testing.T, rc *redis.Client) {
 					require.NoError(t, err)
 					do(t, "fence write-back", tg.evalFence(true, first.value, fence+5), 1)
 					require.Equal(t, strconv.FormatInt(fence+5, 10), rc.Get(ctx, tg.fence[0]).Val(), "the fence counter after the write-back")
+					vf := redis.NewCmd(ctx, withKeys(evalStart(nil, scriptValidateFence, true), []any{tg.rkeys[0], tg.fence[0]})...)
+					ran[scriptValidateFence] = true
+					_ = rc.Process(ctx, vf)
+					view, err := vf.Slice()
+					require.NoError(t, err, "validatefence")
+					require.Equal(t, []any{"plain", first.value, strconv.FormatInt(fence+5, 10)}, view, "validatefence: the node's view")
 				}
 				do(t, "rollback", tg.evalRelease(nil, true, n, first.arg, false), 1)
 				do(t, "the next attempt's acquire", tg.evalAcquire(true, second, ttl, ttlArg, hooks), f.acq)
@@ -191,6 +197,29 @@ func runEveryScript(t *testing.T, rc *redis.Client) {
 				do(t, "a second release", tg.evalRelease(nil, true, n, second.arg, true), 0)
 				do(t, "an extend after the release", tg.evalExtend(nil, true, second.arg, ttl), 0)
 				require.Zero(t, rc.Exists(ctx, tg.rkeys...).Val(), "the keys after the release")
+				if tg.fl.topUp {
+					do(t, "a top-up of the free keys", tg.evalTopUp(nil, true, &second, ttl, 1<<40), 1)
+					do(t, "a copy of the top-up", tg.evalTopUp(nil, true, &second, ttl, 1<<40), 1)
+					do(t, "the top-up's release", tg.evalRelease(nil, true, n, second.arg, false), 1)
+				}
+				if !tg.fl.shared && tg.fl.permits == 0 {
+					// WithMinHold's release: the keys stay, cut to the time
+					// left, and a copy changes nothing.
+					third := attemptToken(tg.id, 2, "")
+					do(t, "an acquire to release later", tg.evalAcquire(true, third, ttl, ttlArg, hooks), f.acq)
+					do(t, "a release before the end of the minimum hold", tg.evalReleaseLater(nil, true, third.arg, 5*time.Second, true), 1)
+					pttls := make([]time.Duration, len(tg.rkeys))
+					for i, k := range tg.rkeys {
+						pttls[i] = rc.PTTL(ctx, k).Val()
+						require.True(t, pttls[i] > 4*time.Second && pttls[i] <= 5*time.Second, "%s: PTTL %v after the release, want about 5s", k, pttls[i])
+					}
+					do(t, "a copy of the release", tg.evalReleaseLater(nil, true, third.arg, 5*time.Second, true), 1)
+					for i, k := range tg.rkeys {
+						got := rc.PTTL(ctx, k).Val()
+						require.LessOrEqual(t, got, pttls[i], "%s: PTTL %v after a copy of the release, want at most %v", k, got, pttls[i])
+					}
+					do(t, "the release of the kept keys", tg.evalRelease(nil, true, n, third.arg, false), 1)
+				}
 			})
 		}
 	}

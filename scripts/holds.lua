@@ -109,7 +109,8 @@ end
 -- expiry of a key, hash field or sorted-set member that holds our value:
 -- every expiry a script writes goes through the functions below, which
 -- only lengthen. scripts_test.go checks that no script writes one any
--- other way. expireAtLatest is the one exception, and says why.
+-- other way. expireAtLatest and expireAtMost are the exceptions, and say
+-- why.
 
 -- expireAtLeast sets key's TTL to ms, unless it already lives longer.
 local function expireAtLeast(key, ms)
@@ -143,6 +144,20 @@ end
 -- its own expiry (a hash field), which is at most latest.
 local function expireAtLatest(key, latest)
   redis.call('PEXPIREAT', key, string.format('%.0f', latest))
+end
+
+-- expireAtMost sets key's TTL to ms when it lives longer: the release of a
+-- hold that must last until the end of its minimum hold (releaselater.lua,
+-- WithMinHold), which lets the key expire then rather than delete it. It
+-- may shorten a key that holds our value because the hold is given up:
+-- the caller calls it only for the last hold in the key (a plain key, or
+-- an owner key with no other acquisition), whose extensions have stopped.
+-- It never lengthens, so that a copy of the release that lands later finds
+-- the key shorter than its ms, and leaves it as the first copy set it.
+local function expireAtMost(key, ms)
+  if redis.call('PTTL', key) > tonumber(ms) then
+    redis.call('PEXPIRE', key, ms)
+  end
 end
 
 -- hsetAtLeast sets the hash field of key to the expiry e (milliseconds on

@@ -21,6 +21,7 @@ type checkConfig struct {
 	nodeTimeout time.Duration
 	ttl         time.Duration
 	nodeGuard   bool
+	fsyncAck    bool
 	json        bool
 	verbose     bool
 }
@@ -37,6 +38,7 @@ func checkFlags(cfg *checkConfig, stdout, stderr io.Writer) *flag.FlagSet {
 	durationVar(fs, &cfg.nodeTimeout, "node-timeout", "the `duration` to wait for each node's answers (at least 500ms)")
 	durationVar(fs, &cfg.ttl, "ttl", "the `duration` of the longest TTL your locks use: a node that restarts without its data must stay out that long, and the advice says so")
 	fs.BoolVar(&cfg.nodeGuard, "node-guard", cfg.nodeGuard, "judge the nodes as for locks taken with -node-guard, which keeps a restarted node out for the TTL: a node without appendfsync always is then only info")
+	fs.BoolVar(&cfg.fsyncAck, "fsync-ack", cfg.fsyncAck, "judge the nodes as for Clients with WithFsyncAck(true), whose votes count only once WAITAOF confirmed the node fsynced them: a node without WAITAOF (before Redis 7.2), or whose appendonly or appendfsync keep it from confirming, is then critical")
 	fs.BoolVar(&cfg.json, "json", cfg.json, "print JSON instead of text")
 	fs.BoolVar(&cfg.verbose, "verbose", cfg.verbose, "list the checks that passed too")
 	fs.BoolVar(&cfg.verbose, "v", cfg.verbose, "the same as -verbose")
@@ -50,11 +52,14 @@ Check asks every node about what the algorithm assumes of it (see
 docs/SAFETY.md): that the nodes are reachable, independent masters (no
 replica, no server given twice), that they do not evict keys
 (maxmemory-policy), that they persist what they acknowledge, that they run
-scripts on a Redis version the library supports, and that their clocks run
-at our rate and agree; that the client's password, ACL and DB work on
+scripts on a Redis or Valkey version the library supports (and, with
+-fsync-ack, can confirm their fsyncs with WAITAOF), and that their clocks
+run at our rate and agree; that the client's password, ACL and DB work on
 each; that there are at least 3 nodes; and how many may still fail. It
 changes nothing but probe keys of its own, which it deletes at once. It
-prints a line per node, then each finding, the worst first, with its
+prints a line per node, with its server (redis or valkey), its version and
+which of WAITAOF, SET GET and SPUBLISH it has (the commands the library
+uses when a node has them), then each finding, the worst first, with its
 severity (critical, warning, info), the node, what was found and how to
 fix it, then a summary.
 
@@ -73,8 +78,12 @@ With -json it prints one object:
   worst             the worst severity: "ok", "info", "warning", "critical"
   counts            the number of findings of each severity
   nodes             one object per node: index, addr, role, run_id,
-                    version, maxmemory_policy, appendonly, appendfsync,
-                    clock_offset_ms (the node's clock less ours) and error
+                    server ("redis" or "valkey"), version (the server's
+                    own: valkey_version on Valkey), features (of WAITAOF,
+                    SET GET and SPUBLISH, those the node has; null when
+                    its version is unknown), maxmemory_policy, appendonly,
+                    appendfsync, clock_offset_ms (the node's clock less
+                    ours) and error
   findings          every finding, passed checks included, the worst first:
                     severity, check, node (-1 for the whole deployment),
                     addr, message, fix
@@ -103,6 +112,7 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		redlock.WithNodeTimeout(cfg.nodeTimeout),
 		redlock.WithTTL(cfg.ttl),
 		redlock.WithNodeGuard(cfg.nodeGuard),
+		redlock.WithFsyncAck(cfg.fsyncAck),
 		redlock.WithPubSub(false))
 	if client == nil {
 		return code
@@ -164,16 +174,18 @@ type checkReport struct {
 
 // checkNode is a redlock.NodeInfo as check prints it.
 type checkNode struct {
-	Index           int     `json:"index"`
-	Addr            string  `json:"addr"`
-	Role            string  `json:"role,omitempty"`
-	RunID           string  `json:"run_id,omitempty"`
-	Version         string  `json:"version,omitempty"`
-	MaxmemoryPolicy string  `json:"maxmemory_policy,omitempty"`
-	AppendOnly      bool    `json:"appendonly"`
-	AppendFsync     string  `json:"appendfsync,omitempty"`
-	ClockOffsetMS   float64 `json:"clock_offset_ms"`
-	Error           string  `json:"error,omitempty"`
+	Index           int      `json:"index"`
+	Addr            string   `json:"addr"`
+	Role            string   `json:"role,omitempty"`
+	RunID           string   `json:"run_id,omitempty"`
+	Server          string   `json:"server,omitempty"`
+	Version         string   `json:"version,omitempty"`
+	Features        []string `json:"features"`
+	MaxmemoryPolicy string   `json:"maxmemory_policy,omitempty"`
+	AppendOnly      bool     `json:"appendonly"`
+	AppendFsync     string   `json:"appendfsync,omitempty"`
+	ClockOffsetMS   float64  `json:"clock_offset_ms"`
+	Error           string   `json:"error,omitempty"`
 }
 
 // checkFinding is a redlock.Finding as check prints it.
@@ -193,7 +205,7 @@ func newCheckReport(rep *redlock.Report, specs []nodeSpec, quorum int) *checkRep
 	out := &checkReport{Quorum: quorum, Counts: map[string]int{}, Nodes: make([]checkNode, len(rep.Nodes))}
 	for i, n := range rep.Nodes {
 		cn := checkNode{
-			Index: n.Index, Addr: n.Addr, Role: n.Role, RunID: n.RunID, Version: n.Version,
+			Index: n.Index, Addr: n.Addr, Role: n.Role, RunID: n.RunID, Server: n.Server, Version: n.Version, Features: n.Features,
 			MaxmemoryPolicy: n.MaxmemoryPolicy, AppendOnly: n.AppendOnly, AppendFsync: n.AppendFsync,
 			ClockOffsetMS: float64(n.ClockOffset.Microseconds()) / 1000,
 		}
@@ -251,7 +263,7 @@ func (r *checkReport) exitCode() int {
 func (r *checkReport) print(w io.Writer, verbose bool) {
 	fmt.Fprintf(w, "%d nodes (quorum %d), %d answered\n", len(r.Nodes), r.Quorum, r.Checked)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NODE\tADDRESS\tROLE\tVERSION\tMAXMEMORY-POLICY\tAOF\tCLOCK")
+	fmt.Fprintln(tw, "  NODE\tADDRESS\tROLE\tSERVER\tVERSION\tMAXMEMORY-POLICY\tAOF\tCLOCK\tFEATURES")
 	for _, n := range r.Nodes {
 		if n.Error != "" {
 			fmt.Fprintf(tw, "  %d\t%s\terror: %s\n", n.Index, n.Addr, n.Error)
@@ -266,7 +278,14 @@ func (r *checkReport) print(w io.Writer, verbose bool) {
 		if offset > 0 {
 			clock = "+" + clock
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Index, n.Addr, cell(n.Role), cell(n.Version), cell(n.MaxmemoryPolicy), aof, clock)
+		// The features are the library's own names, which cell would quote
+		// for their spaces.
+		features := "-"
+		if len(n.Features) > 0 {
+			features = strings.Join(n.Features, ", ")
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Index, n.Addr, cell(n.Role), cell(n.Server), cell(n.Version),
+			cell(n.MaxmemoryPolicy), aof, clock, features)
 	}
 	_ = tw.Flush()
 

@@ -73,7 +73,7 @@ func TestCheckWarnings(t *testing.T) {
 	require.Equal(t, exitCheckWarning, code)
 	require.Contains(t, stdout, "3 nodes (quorum 2), 3 answered\n")
 	for _, s := range servers {
-		require.Regexp(t, `(?m)^  \d +`+regexp.QuoteMeta(s.Addr())+` +master +\S+ +noeviction +no +[-+]?[0-9.]+[µm]?s$`, stdout)
+		require.Regexp(t, `(?m)^  \d +`+regexp.QuoteMeta(s.Addr())+` +master +\S+ +\S+ +noeviction +no +[-+]?[0-9.]+[µm]?s +\S.*$`, stdout)
 	}
 	require.Regexp(t, `(?m)^  WARNING   node 0 \(`+regexp.QuoteMeta(servers[0].Addr())+`\)  persistence: `, stdout)
 	require.Regexp(t, `(?m)^            fix: `, stdout)

@@ -98,6 +98,29 @@ type Acker interface {
 	Barrier() string
 }
 
+// FsyncAcker is a job whose writes must be fsynced to the node's
+// append-only file before they count. A batch that holds one ends with the
+// barrier PUBLISH (see Acker) and one WAITAOF 1 0, after the WAIT when an
+// Acker asks for replicas too, bounded as the WAIT is; when both go out,
+// each gets half of that bound, so that together they still end in time.
+// Each FsyncAcker is told the result before Done.
+//
+// WAITAOF, as WAIT does, waits for the connection's last write: the
+// PUBLISH moves it past a write that a copy of the job made on another
+// connection.
+type FsyncAcker interface {
+	// Fsync reports whether the job needs the WAITAOF.
+	Fsync() bool
+	// AckWithin bounds the WAITAOF, as Acker's does the WAIT.
+	AckWithin() time.Duration
+	// FsyncAcked records the first element of WAITAOF's reply, 1 once the
+	// node fsynced the batch's writes and 0 when it did not in time, or
+	// the error of the WAITAOF or of the PUBLISH before it.
+	FsyncAcked(local int64, err error)
+	// Barrier is the channel to publish on before the WAITAOF.
+	Barrier() string
+}
+
 // Ordered is a job whose commands must reach a Redis Cluster node in the
 // order it appended them. On a single node a batch keeps its order anyway;
 // on a cluster, commands go out apart (see dispatchApart).
@@ -315,9 +338,15 @@ func (p *Pipe) run(batch []Job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 			}
 		}
 	}
-	publish, wait := waitCmds(live, now)
+	publish, wait, waitAOF := waitCmds(live, now)
+	if publish != nil {
+		cmds = append(cmds, publish)
+	}
 	if wait != nil {
-		cmds = append(cmds, publish, wait)
+		cmds = append(cmds, wait)
+	}
+	if waitAOF != nil {
+		cmds = append(cmds, waitAOF)
 	}
 	ctx := context.Background()
 	if p.deadlines {
@@ -355,10 +384,20 @@ func (p *Pipe) run(batch []Job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 			acks, ackErr = 0, fmt.Errorf("the PUBLISH before WAIT failed: %w", err)
 		}
 	}
+	var local int64
+	var fsyncErr error
+	if waitAOF != nil {
+		local, fsyncErr = aofResult(waitAOF, publish)
+	}
 	for _, j := range live {
 		if wait != nil {
 			if a, ok := j.(Acker); ok && a.Replicas() > 0 {
 				a.Acked(acks, ackErr)
+			}
+		}
+		if waitAOF != nil {
+			if a, ok := j.(FsyncAcker); ok && a.Fsync() {
+				a.FsyncAcked(local, fsyncErr)
 			}
 		}
 		if j.Done(sent, recv) {
@@ -371,36 +410,80 @@ func (p *Pipe) run(batch []Job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 }
 
 // waitCmds returns the commands that end a batch whose jobs need replicas
-// to acknowledge their writes, or nil: a PUBLISH on a barrier channel, then
-// the WAIT (see Acker).
+// to acknowledge their writes, or the node to fsync them: a PUBLISH on a
+// barrier channel, then the WAIT (see Acker) and the WAITAOF (see
+// FsyncAcker), each nil when no job needs it.
 //
-// The WAIT's timeout is the shortest AckWithin of those jobs, cut to what
-// is left until the earliest of their deadlines, and at least a
-// millisecond: WAIT 0 would block for ever.
-func waitCmds(live []Job, now time.Time) (publish, wait *redis.IntCmd) {
+// The timeout is the shortest AckWithin of those jobs, cut to what is left
+// until the earliest of their deadlines, halved when both the WAIT and the
+// WAITAOF go out, and at least a millisecond: WAIT 0 would block for ever.
+func waitCmds(live []Job, now time.Time) (publish, wait *redis.IntCmd, waitAOF *redis.IntSliceCmd) {
 	most := 0
+	fsync := false
 	var within time.Duration
 	channel := ""
 	for _, j := range live {
 		a, ok := j.(Acker)
-		if !ok || a.Replicas() == 0 {
+		replicas := ok && a.Replicas() > 0
+		f, ok := j.(FsyncAcker)
+		fs := ok && f.Fsync()
+		if !replicas && !fs {
 			continue
 		}
-		if channel == "" {
-			channel = a.Barrier()
+		var w time.Duration
+		if replicas {
+			most = max(most, a.Replicas())
+			w = a.AckWithin()
+		} else {
+			w = f.AckWithin()
 		}
-		most = max(most, a.Replicas())
-		w := min(a.AckWithin(), j.Deadline().Sub(now))
+		fsync = fsync || fs
+		if channel == "" {
+			if replicas {
+				channel = a.Barrier()
+			} else {
+				channel = f.Barrier()
+			}
+		}
+		w = min(w, j.Deadline().Sub(now))
 		if within == 0 || w < within {
 			within = w
 		}
 	}
-	if most == 0 {
-		return nil, nil
+	if most == 0 && !fsync {
+		return nil, nil, nil
 	}
+	if most > 0 && fsync {
+		within /= 2
+	}
+	ms := max(within.Milliseconds(), 1)
 	ctx := context.Background()
-	return redis.NewIntCmd(ctx, "publish", channel, "redlock"),
-		redis.NewIntCmd(ctx, "wait", most, max(within.Milliseconds(), 1))
+	publish = redis.NewIntCmd(ctx, "publish", channel, "redlock")
+	if most > 0 {
+		wait = redis.NewIntCmd(ctx, "wait", most, ms)
+	}
+	if fsync {
+		waitAOF = redis.NewIntSliceCmd(ctx, "waitaof", 1, 0, ms)
+	}
+	return publish, wait, waitAOF
+}
+
+// aofResult reads a batch's WAITAOF: the number of local fsyncs it
+// confirmed, or why it confirms nothing.
+func aofResult(waitAOF *redis.IntSliceCmd, publish *redis.IntCmd) (int64, error) {
+	if err := publish.Err(); err != nil {
+		// Without the barrier the WAITAOF may not cover a write that a
+		// copy of the request made on another connection.
+		return 0, fmt.Errorf("the PUBLISH before WAITAOF failed: %w", err)
+	}
+	v, err := waitAOF.Result()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("WAITAOF failed: %w", err)
+	case len(v) == 0:
+		return 0, errors.New("WAITAOF answered an empty array")
+	}
+	return v[0], nil
 }
 
 // processor sends one command: a go-redis client, or a Conn.

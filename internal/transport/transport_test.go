@@ -182,11 +182,11 @@ func mini(t *testing.T, opts ...func(*redis.Options)) (*miniredis.Miniredis, *re
 // noRetries makes a client give a failed command up at once.
 func noRetries(o *redis.Options) { o.MaxRetries, o.DialerRetries = -1, 1 }
 
-// ours reports a command that a test job or the WAIT sends, not one of
-// go-redis's own (HELLO, CLIENT SETINFO).
+// ours reports a command that a test job, the WAIT or the WAITAOF sends,
+// not one of go-redis's own (HELLO, CLIENT SETINFO).
 func ours(cmd redis.Cmder) bool {
 	switch cmd.Name() {
-	case "incr", "publish", "wait":
+	case "incr", "publish", "wait", "waitaof":
 		return true
 	}
 	return false
@@ -548,7 +548,8 @@ func TestWaitCmds(t *testing.T) {
 			acker(2, 90*time.Millisecond, time.Minute, "c"),
 		}, "publish a redlock", "wait 3 70"},
 	} {
-		publish, wait := waitCmds(tc.jobs, now)
+		publish, wait, waitAOF := waitCmds(tc.jobs, now)
+		require.Nil(t, waitAOF, tc.name)
 		if tc.wait == "" {
 			require.Nil(t, publish, tc.name)
 			require.Nil(t, wait, tc.name)
