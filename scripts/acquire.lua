@@ -24,19 +24,8 @@
 -- Redlock spec asks for, still counts above every fence handed out before.
 local value, owner, ttl, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local id, attempt = ARGV[6], tonumber(ARGV[7])
-for i = 1, n do
-  if not takeable(KEYS[i], value, owner, id, attempt) then
-    return 0
-  end
-end
-for i = 1, n do
-  if owner == '' then
-    setAtLeast(KEYS[i], value, ttl)
-  else
-    dropEarlier(KEYS[i], id, attempt)
-    redis.call('HSET', KEYS[i], 'owner', owner, 't:' .. value, '1')
-    expireAtLeast(KEYS[i], ttl)
-  end
+if not takeAll(n, value, owner, ttl, id, attempt) then
+  return 0
 end
 if ARGV[5] ~= '1' then
   return 1

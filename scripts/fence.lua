@@ -12,16 +12,11 @@
 --
 -- Returns 1 when the counters were raised, and 0 when the node no longer
 -- holds the keys.
-local token, owner, m, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local token, owner, n = ARGV[1], ARGV[2], tonumber(ARGV[4])
 for i = 1, n do
   if not holds(KEYS[i], token, owner) then
     return 0
   end
 end
-for i = n + 1, 2 * n do
-  local v = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if v < m then
-    redis.call('SET', KEYS[i], ARGV[3])
-  end
-end
+raiseFences(n, ARGV[3])
 return 1

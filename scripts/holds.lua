@@ -185,3 +185,54 @@ local function hdelAll(key, fields)
     redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields)))
   end
 end
+
+-- The functions below are shared by several scripts and use the expiry
+-- functions above, so they come after them.
+
+-- takeAll takes KEYS[1..n] for attempt of acquisition id, writing value
+-- for ttl milliseconds: every key or none (see takeable). A key that holds
+-- value keeps a longer TTL (setAtLeast); an owner lock's earlier attempts
+-- of the acquisition give way to this one. It reports whether it took them.
+local function takeAll(n, value, owner, ttl, id, attempt)
+  for i = 1, n do
+    if not takeable(KEYS[i], value, owner, id, attempt) then
+      return false
+    end
+  end
+  for i = 1, n do
+    if owner == '' then
+      setAtLeast(KEYS[i], value, ttl)
+    else
+      dropEarlier(KEYS[i], id, attempt)
+      redis.call('HSET', KEYS[i], 'owner', owner, 't:' .. value, '1')
+      expireAtLeast(KEYS[i], ttl)
+    end
+  end
+  return true
+end
+
+-- raiseFences raises the fence counters KEYS[n+1..2n] to at least m, a
+-- fence as a decimal string: a counter never goes down.
+local function raiseFences(n, m)
+  local f = tonumber(m)
+  for i = n + 1, 2 * n do
+    if tonumber(redis.call('GET', KEYS[i]) or '0') < f then
+      redis.call('SET', KEYS[i], m)
+    end
+  end
+end
+
+-- notHeldVerdict is a release's verdict once key was found not to hold
+-- its value, from all, the verdict so far: -1 when key holds something
+-- else (another value, owner or type), else 0 (gone, or the owner's hash
+-- without this hold) unless a key already made it -1.
+local function notHeldVerdict(key, owner, all)
+  local t = redis.call('TYPE', key).ok
+  local ownHash = owner ~= '' and t == 'hash' and redis.call('HGET', key, 'owner') == owner
+  if t ~= 'none' and not ownHash then
+    return -1
+  elseif all == 1 then
+    return 0
+  end
+  return all
+end

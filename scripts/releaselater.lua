@@ -49,13 +49,7 @@ for i = 1, #KEYS do
       expireAtLeast(key, ms)
     end
   else
-    local t = redis.call('TYPE', key).ok
-    local ownHash = owner ~= '' and t == 'hash' and redis.call('HGET', key, 'owner') == owner
-    if t ~= 'none' and not ownHash then
-      all = -1
-    elseif all == 1 then
-      all = 0
-    end
+    all = notHeldVerdict(key, owner, all)
   end
 end
 return all

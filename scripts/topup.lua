@@ -1,13 +1,13 @@
 -- topup.lua asks a node that did not vote yes for a lock to take it now,
 -- while the lock is valid (WithTopUp): each extension of the lock sends it,
 -- instead of extend.lua, to the nodes that never said yes. Like acquire.lua
--- it takes every key or none; unlike it, it never takes a key from anyone
--- else: a key that is missing is set (SET NX of the holder's value), and a
--- key that already holds the value (a copy of this request, or a late
--- acquire of the same attempt) keeps the longer of its TTL and the new one.
--- A key that holds an earlier attempt's value of the same acquisition (a
--- leftover whose rollback has not landed) is taken over, as acquire.lua
--- does. The caller never sends it to a node that held the lock and lost it:
+-- it takes every key or none, by the same rule (takeAll): a key that is
+-- missing is set (SET NX of the holder's value); a key that already holds
+-- the value (a copy of this request, or a late acquire of the same
+-- attempt) keeps the longer of its TTL and the new one; a key that holds an
+-- earlier attempt's value of the same acquisition (a leftover whose
+-- rollback has not landed) is taken over; an owner lock of the same owner
+-- is joined. A key held by anyone else is left alone. The caller never sends it to a node that held the lock and lost it:
 -- there the key may have been released by token, or taken by the next
 -- holder.
 --
@@ -28,27 +28,11 @@
 -- Returns 1 when the node holds every key for the value now, else 0, and
 -- then it changed nothing.
 local value, owner, ttl, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local fence, id, attempt = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
-for i = 1, n do
-  if not takeable(KEYS[i], value, owner, id, attempt) then
-    return 0
-  end
+local id, attempt = ARGV[6], tonumber(ARGV[7])
+if not takeAll(n, value, owner, ttl, id, attempt) then
+  return 0
 end
-for i = 1, n do
-  if owner == '' then
-    setAtLeast(KEYS[i], value, ttl)
-  else
-    dropEarlier(KEYS[i], id, attempt)
-    redis.call('HSET', KEYS[i], 'owner', owner, 't:' .. value, '1')
-    expireAtLeast(KEYS[i], ttl)
-  end
-end
-if fence > 0 then
-  for i = n + 1, 2 * n do
-    local v = tonumber(redis.call('GET', KEYS[i]) or '0')
-    if v < fence then
-      redis.call('SET', KEYS[i], ARGV[5])
-    end
-  end
+if ARGV[5] ~= '0' then
+  raiseFences(n, ARGV[5])
 end
 return 1
