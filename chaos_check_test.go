@@ -39,6 +39,18 @@ type chaosHold struct {
 	// (zero when Done closed first). Both are zero for holds nobody
 	// watched. See chaosDoneLate.
 	doneAt, doneFired time.Time
+	// start is the lock's own start, the round that acquired it, which
+	// its minimum hold counts from; minHold and lockDelay are its
+	// WithMinHold and WithLockDelay; unlocked is when an Unlock called
+	// while the hold was valid returned nil. See history.Hold.Kept.
+	start              time.Time
+	minHold, lockDelay time.Duration
+	unlocked           time.Time
+	// wholeAt is when the holder first saw an extension of its lock
+	// acknowledged by every node (zero when it never looked, or never saw
+	// one): from then on one node that forgets the key cannot let anyone
+	// in. See chaosWholeOverlaps.
+	wholeAt time.Time
 }
 
 // history is the hold in the model of internal/history, which checks it.
@@ -53,7 +65,74 @@ func (h chaosHold) history() history.Hold {
 	return history.Hold{Key: h.key, Kind: kind, Permits: h.permits, Owner: h.owner,
 		Holder:   fmt.Sprintf("client %d worker %d token %s", h.client, h.worker, h.token),
 		Acquired: h.acquired, Until: h.until, Released: h.released, Fence: h.fence,
-		DoneAt: h.doneAt, UntilFired: h.doneFired}
+		DoneAt: h.doneAt, UntilFired: h.doneFired,
+		Start: h.start, MinHold: h.minHold, LockDelay: h.lockDelay, Unlocked: h.unlocked}
+}
+
+// chaosKeepSlack is how much earlier than its rule says a key kept by a
+// minimum hold or a lock-delay may be taken, for the clocks (see
+// history.Delays): Redis expires a key to the millisecond, from when the
+// script that set it ran, which is after the holder read the time the rule
+// counts from; the library rounds the minimum hold left up to the
+// millisecond, and the drift term keeps a key past Until by at least 2ms.
+const chaosKeepSlack = 10 * time.Millisecond
+
+// chaosValidation is one ValidateFence call of a holder on its own fence.
+type chaosValidation struct {
+	key            string
+	fence          uint64
+	token          string // of the hold whose fence it checked
+	client, worker int
+	called         time.Time
+	returned       time.Time
+	valid          bool // it returned nil
+	afterUnlock    bool // called once Unlock had returned
+}
+
+// chaosStaleValidations returns the validations that said a fence was live
+// when it could not have been, as history.StaleValidations finds them.
+// Each validation is matched to its hold by key and token. linger is how
+// long a holder's key may outlive its Until on the nodes: a renewal that
+// lands late sets the TTL from its arrival.
+func chaosStaleValidations(holds []chaosHold, vs []chaosValidation, linger time.Duration) []history.StaleValidation {
+	if len(vs) == 0 {
+		return nil
+	}
+	type ref struct{ key, token string }
+	index := make(map[ref]int, len(holds))
+	for i, h := range holds {
+		index[ref{h.key, h.token}] = i
+	}
+	hvs := make([]history.Validation, len(vs))
+	for i, v := range vs {
+		j, ok := index[ref{v.key, v.token}]
+		if !ok {
+			j = -1
+		}
+		hvs[i] = history.Validation{Key: v.key, Fence: v.fence, Hold: j, Called: v.called, Returned: v.returned, Valid: v.valid,
+			Holder: fmt.Sprintf("client %d worker %d token %s", v.client, v.worker, v.token)}
+	}
+	return history.StaleValidations(chaosHistory(holds), hvs, chaosKeepSlack, linger)
+}
+
+// chaosDelays returns the holds that began while another kept the key
+// under its minimum hold or its lock-delay, as history.Delays finds them.
+func chaosDelays(holds []chaosHold) []history.Delay {
+	return history.Delays(chaosHistory(holds), chaosKeepSlack)
+}
+
+// chaosWholeOverlaps counts the overlaps whose earlier hold was exclusive
+// and had been acknowledged by every node in an extension (wholeAt) before
+// the later one began. With at most one node losing keys while a hold
+// lasts, none can happen: the hold keeps all but one node.
+func chaosWholeOverlaps(overlaps []chaosOverlap) int {
+	n := 0
+	for _, o := range overlaps {
+		if o.a.permits == 0 && !o.a.shared && !o.a.wholeAt.IsZero() && o.a.wholeAt.Before(o.b.acquired) {
+			n++
+		}
+	}
+	return n
 }
 
 // chaosHistory is holds in the model of internal/history, in their order.
@@ -129,6 +208,12 @@ type chaosRecorder struct {
 	expired   map[string]bool // guarded by mu; tokens left to expire
 	notHeld   int             // guarded by mu; Unlock calls that got ErrNotHeld
 	extended  int             // guarded by mu; Extend calls that succeeded
+	// validations are the ValidateFence calls of holders on their own
+	// fences; guarded by mu.
+	validations []chaosValidation
+	// linger is how long a holder's key may outlive its Until on the
+	// nodes, for chaosStaleValidations; set before the run.
+	linger time.Duration
 	// wrongVotes counts the wrong verdicts of nodes on Unlock: a node that
 	// said yes to the acquisition, and said it no longer held the lock in
 	// an Unlock that ended before Until. Inside the model a node keeps an
@@ -165,6 +250,13 @@ func (r *chaosRecorder) hold(h chaosHold) {
 	}
 }
 
+// validation records a ValidateFence call.
+func (r *chaosRecorder) validation(v chaosValidation) {
+	r.mu.Lock()
+	r.validations = append(r.validations, v)
+	r.mu.Unlock()
+}
+
 // unlockReturned records an Unlock that returned before the hold's Until, with
 // the nodes' votes, and counts the wrong ones (see wrongVotes).
 func (r *chaosRecorder) unlockReturned(h chaosHold, st Stats) int {
@@ -193,6 +285,15 @@ type chaosFigures struct {
 	// doneLate are the watched holds whose Done closed late; see
 	// chaosDoneLate.
 	doneLate []chaosHold
+	// delays are the holds that began while another kept the key under
+	// its minimum hold or its lock-delay; see chaosDelays.
+	delays []history.Delay
+	// stale are the fence validations that said a stale fence was live;
+	// see chaosStaleValidations.
+	stale []history.StaleValidation
+	// wholeOverlaps counts the overlaps of a hold that every node had
+	// acknowledged; see chaosWholeOverlaps.
+	wholeOverlaps int
 	// mix is what the mixed workload did, for its scenarios; nil otherwise.
 	mix *mixFigures
 }
@@ -202,7 +303,8 @@ func (r *chaosRecorder) figures() chaosFigures {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	f := chaosFigures{acquisitions: len(r.holds), overlaps: chaosOverlaps(r.holds), inversions: chaosFenceInversions(r.holds), wrongVotes: r.wrongVotes,
-		doneLate: chaosDoneLate(r.holds, mixDoneGrace)}
+		doneLate: chaosDoneLate(r.holds, mixDoneGrace), delays: chaosDelays(r.holds), stale: chaosStaleValidations(r.holds, r.validations, r.linger)}
+	f.wholeOverlaps = chaosWholeOverlaps(f.overlaps)
 	if r.calls > 0 {
 		f.success = 100 * float64(len(r.latencies)) / float64(r.calls)
 	}
@@ -336,5 +438,118 @@ func TestChaosPercentile(t *testing.T) {
 	}
 	if got := chaosPercentile(nil, 50); got != 0 {
 		t.Errorf("empty: got %v, want 0", got)
+	}
+}
+
+// TestChaosCheckerFindsDelays shows that the fields of the minimum hold and
+// the lock-delay reach internal/history, which tests the rules, so that the
+// checker can fail on them: a hold that begins before the end of another's
+// minimum hold (counted from the lock's own start, after an Unlock that
+// returned nil while valid), or before the end of an expired hold's
+// lock-delay, is reported; without the field that binds the rule it is not.
+func TestChaosCheckerFindsDelays(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	h := func(key string, acq, until, rel int) chaosHold {
+		hd := chaosHold{key: key, token: fmt.Sprintf("%s@%d", key, acq), acquired: at(acq), until: at(until)}
+		if rel >= 0 {
+			hd.released = at(rel)
+		}
+		return hd
+	}
+	minHold := func(hd chaosHold) chaosHold {
+		hd.start, hd.minHold, hd.unlocked = hd.acquired.Add(-2*time.Millisecond), 200*time.Millisecond, hd.released.Add(time.Millisecond)
+		return hd
+	}
+	delay := func(hd chaosHold) chaosHold { hd.lockDelay = 100 * time.Millisecond; return hd }
+	noUnlock := minHold(h("k", 2, 300, 10))
+	noUnlock.unlocked = time.Time{}
+	cases := []struct {
+		name  string
+		holds []chaosHold
+		want  []string // rule, token of a, token of b
+	}{
+		{"min-hold", []chaosHold{minHold(h("k", 2, 300, 10)), h("k", 150, 400, 160)}, []string{"min-hold k@2 k@150"}},
+		{"min-hold kept", []chaosHold{minHold(h("k", 2, 300, 10)), h("k", 195, 400, 210)}, nil},
+		{"min-hold, Unlock not confirmed", []chaosHold{noUnlock, h("k", 150, 400, 160)}, nil},
+		{"lock-delay", []chaosHold{delay(h("k", 0, 100, -1)), h("k", 150, 400, 160)}, []string{"lock-delay k@0 k@150"}},
+		{"lock-delay kept", []chaosHold{delay(h("k", 0, 100, -1)), h("k", 195, 400, 210)}, nil},
+		{"lock-delay, unlocked while valid", []chaosHold{delay(h("k", 0, 100, 50)), h("k", 60, 400, 70)}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, d := range chaosDelays(tc.holds) {
+				got = append(got, fmt.Sprintf("%s %s %s", d.Rule, tc.holds[d.A.Index].token, tc.holds[d.B.Index].token))
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestChaosCheckerFindsStaleValidations shows that the suite's records of
+// ValidateFence calls reach internal/history matched to their holds by key
+// and token, so that the checker can fail on them: a validation that said
+// nil after its hold's Unlock returned nil, or after a newer fence was
+// handed out, is reported; one matched to no hold is judged only against
+// newer fences.
+func TestChaosCheckerFindsStaleValidations(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	held := chaosHold{key: "k", token: "a", acquired: at(0), until: at(300), released: at(100), unlocked: at(102), fence: 7}
+	multi := chaosHold{key: "j", token: "a", acquired: at(0), until: at(300), released: at(100), fence: 7}
+	newer := chaosHold{key: "k", token: "b", acquired: at(150), until: at(400), released: at(200), fence: 9}
+	v := func(key, token string, called int, valid bool) chaosValidation {
+		return chaosValidation{key: key, fence: 7, token: token, called: at(called), returned: at(called + 2), valid: valid}
+	}
+	cases := []struct {
+		name string
+		vs   []chaosValidation
+		want []string
+	}{
+		{"while held", []chaosValidation{v("k", "a", 50, true)}, nil},
+		{"after Unlock returned", []chaosValidation{v("k", "a", 110, true)}, []string{"released"}},
+		{"after Unlock returned, said stale", []chaosValidation{v("k", "a", 110, false)}, nil},
+		{"on the other key of the hold, not unlocked there", []chaosValidation{v("j", "a", 110, true)}, nil},
+		{"after a newer fence", []chaosValidation{v("j", "a", 50, true), v("k", "x", 160, true)}, []string{"newer fence"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, s := range chaosStaleValidations([]chaosHold{held, multi, newer}, tc.vs, 50*time.Millisecond) {
+				got = append(got, s.Reason)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestChaosWholeOverlaps shows which overlaps count against a hold that
+// every node had acknowledged: only those of an exclusive hold whose
+// wholeAt came before the other began.
+func TestChaosWholeOverlaps(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	a := chaosHold{key: "k", acquired: at(0), until: at(300)}
+	b := chaosHold{key: "k", acquired: at(150), until: at(400)}
+	whole := func(ms int, h chaosHold) chaosHold { h.wholeAt = at(ms); return h }
+	cases := []struct {
+		name string
+		o    chaosOverlap
+		want int
+	}{
+		{"never whole", chaosOverlap{a: a, b: b}, 0},
+		{"whole before", chaosOverlap{a: whole(100, a), b: b}, 1},
+		{"whole after", chaosOverlap{a: whole(200, a), b: b}, 0},
+		{"a whole reader", chaosOverlap{a: func() chaosHold { h := whole(100, a); h.shared = true; return h }(), b: b}, 0},
+	}
+	for _, tc := range cases {
+		if got := chaosWholeOverlaps([]chaosOverlap{tc.o}); got != tc.want {
+			t.Errorf("%s: got %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +65,12 @@ type chaosClusterOpts struct {
 	// persistence runs real nodes with appendfsync always, so that a
 	// restart with data keeps every acknowledged lock.
 	persistence bool
+	// noAOF are nodes that run without the append-only file even when
+	// persistence is set, as a node whose appendonly was left off does: a
+	// restart "with data" brings them back empty.
+	noAOF []int
+	// valkey runs valkey-server instead of redis-server (see chaosValkey).
+	valkey bool
 	// defaultClients builds the go-redis clients with go-redis's defaults
 	// (3 retries, 3s read timeout), as most users do. Otherwise they are
 	// chaosRedisOptions.
@@ -106,6 +115,9 @@ type chaosNode struct {
 	admin   *redis.Client
 	masters []*redis.Client
 	down    bool // killed and not restarted since
+	// persistent is set for a real node that runs with the append-only
+	// file: a restart with data keeps every acknowledged write.
+	persistent bool
 	// clock runs a miniredis node's clock once stepClock has moved it.
 	clock *offsetClock
 }
@@ -438,9 +450,26 @@ func newChaosCluster(t *testing.T, opts chaosClusterOpts, rng *rand.Rand, lockOp
 	cl := &chaosCluster{t: t, opts: opts}
 	switch opts.backend {
 	case realBackend:
+		if opts.valkey {
+			// TestChaos and its scenarios run one at a time: no other
+			// test reads the variable meanwhile.
+			t.Setenv("REDIS_SERVER", chaosValkey(t))
+		}
 		redistest.Require(t)
-		for i, s := range redistest.StartN(t, opts.nodes, redistest.Options{Persistence: opts.persistence}) {
-			cl.nodes = append(cl.nodes, &chaosNode{t: t, index: i, srv: s})
+		var plain []*redistest.Server
+		if len(opts.noAOF) > 0 {
+			plain = redistest.StartN(t, len(opts.noAOF), redistest.Options{})
+		}
+		durable := redistest.StartN(t, opts.nodes-len(opts.noAOF), redistest.Options{Persistence: opts.persistence})
+		for i := range opts.nodes {
+			n := &chaosNode{t: t, index: i}
+			if slices.Contains(opts.noAOF, i) {
+				n.srv, plain = plain[0], plain[1:]
+			} else {
+				n.srv, durable = durable[0], durable[1:]
+				n.persistent = opts.persistence
+			}
+			cl.nodes = append(cl.nodes, n)
 		}
 	case clusterBackend:
 		// A restarted master must come back empty and still in its
@@ -521,6 +550,24 @@ func newChaosCluster(t *testing.T, opts chaosClusterOpts, rng *rand.Rand, lockOp
 		cl.clients = append(cl.clients, cc)
 	}
 	return cl
+}
+
+// chaosValkey returns the path of valkey-server, for the scenarios that
+// run Valkey 8, which has WAITAOF (WithFsyncAck). A machine without it
+// skips them, unless CI is set: then it fails, so that CI never passes with
+// the Valkey scenarios skipped.
+func chaosValkey(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("valkey-server")
+	if err == nil {
+		return bin
+	}
+	const msg = "valkey-server not found: install it (make valkey-server)"
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s; CI is set, so the Valkey scenarios must not be skipped (%v)", msg, err)
+	}
+	t.Skip(msg + "; skipping the Valkey scenario")
+	return ""
 }
 
 // closeClients closes every library Client, which waits for the requests

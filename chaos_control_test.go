@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -20,7 +21,14 @@ type chaosControl struct {
 	// left client 0 only nodes 0, 1 and 2.
 	prepare     func(r *chaosRun)
 	exactQuorum bool
-	breakModel  func(r *chaosRun)
+	// lockOpts are client 0's options; afterLock, when set, runs once
+	// client 0 holds its nodes, before breakModel.
+	lockOpts   []LockOption
+	afterLock  func(r *chaosRun, l *Lock)
+	breakModel func(r *chaosRun)
+	// refused marks an in-model twin in which client 1 must not get the
+	// lock while client 0 holds it; the other twin's client 1 must.
+	refused bool
 }
 
 // chaosControls are the negative controls, and an in-model twin that shows
@@ -50,13 +58,34 @@ func chaosControls() []chaosControl {
 			}
 		}
 	}
-	// The one node jumps, and the other client releases nodes 3 and 4.
-	jumpOneThenRelease := func(r *chaosRun) {
-		r.inject(&clockJumpFault{nodes: []int{0}, by: r.load.ttl})
+	release := func(r *chaosRun) {
 		for _, i := range []int{3, 4} {
 			if err := r.cl.nodes[i].admin.Del(r.t.Context(), r.prefix+"k").Err(); err != nil {
 				r.t.Fatalf("node %d: %v", i, err)
 			}
+		}
+	}
+	jumpOne := func(r *chaosRun) { r.inject(&clockJumpFault{nodes: []int{0}, by: r.load.ttl}) }
+	// The one node jumps, and the other client releases nodes 3 and 4.
+	jumpOneThenRelease := func(r *chaosRun) {
+		jumpOne(r)
+		release(r)
+	}
+	// The other client releases nodes 3 and 4 first, and one renewal of
+	// client 0's lock passes: with the top-up, it takes them (5 yes);
+	// without, it extends nodes 0-2 alone (3 yes).
+	releaseThenRenew := func(want int) func(r *chaosRun, l *Lock) {
+		return func(r *chaosRun, l *Lock) {
+			release(r)
+			before := l.Until()
+			deadline := time.Now().Add(r.load.ttl)
+			for !l.Until().After(before) || l.Stats().Op != OpExtend || l.Stats().Yes != want {
+				if time.Now().After(deadline) {
+					r.t.Fatalf("client 0: no renewal with %d yes within a TTL: %+v", want, l.Stats())
+				}
+				r.sleep(5 * time.Millisecond)
+			}
+			r.logf("client 0 renewed on %d nodes", want)
 		}
 	}
 	return []chaosControl{
@@ -69,6 +98,18 @@ func chaosControls() []chaosControl {
 		// the model too; see docs/SAFETY.md.
 		{name: "control-clock-jump-one-node-exact-quorum-mini", backend: miniBackend,
 			prepare: occupy, exactQuorum: true, breakModel: jumpOneThenRelease},
+		// The same window, once nodes 3 and 4 are free and one renewal of
+		// client 0's auto-extended lock has passed: with the top-up (the
+		// default) the lock is on every node and the jump takes one of
+		// five, so client 1 must not get in; with WithTopUp(false) it is
+		// still on exactly 0-2, and client 1 gets in (SAFETY.md, "What the
+		// quorum top-up adds").
+		{name: "topup-clock-jump-one-node-exact-quorum-mini", backend: miniBackend, inModel: true, refused: true,
+			prepare: occupy, exactQuorum: true, lockOpts: []LockOption{WithAutoExtend(true)},
+			afterLock: releaseThenRenew(5), breakModel: jumpOne},
+		{name: "control-topup-off-clock-jump-one-node-exact-quorum-mini", backend: miniBackend,
+			prepare: occupy, exactQuorum: true, lockOpts: []LockOption{WithAutoExtend(true), WithTopUp(false)},
+			afterLock: releaseThenRenew(3), breakModel: jumpOne},
 		// The twin: the same empty restart of a majority, delayed by more
 		// than the TTL, is safe.
 		{name: "delayed-empty-restart-majority-real", backend: realBackend, inModel: true, breakModel: restartMajority(restartDelayed)},
@@ -91,11 +132,11 @@ func runChaosControl(t *testing.T, c chaosControl, sum *chaosSummary) {
 
 	// Lock, not TryLock: a first dial that is slow under -race must not
 	// decide the control. A second is far less than client 0's validity.
-	lock := func(cc *chaosClient) (*Lock, chaosHold, error) {
+	lock := func(cc *chaosClient, opts ...LockOption) (*Lock, chaosHold, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		called := time.Now()
-		l, err := cc.c.Lock(ctx, "k")
+		l, err := cc.c.Lock(ctx, "k", opts...)
 		acquired := time.Now()
 		r.rec.lockCall(err == nil, acquired.Sub(called))
 		if err != nil {
@@ -103,7 +144,7 @@ func runChaosControl(t *testing.T, c chaosControl, sum *chaosSummary) {
 		}
 		return l, chaosHold{key: "k", client: cc.index, token: l.Token(), acquired: acquired, until: l.Until(), nodes: yesNodes(l), fence: l.Fence()}, nil
 	}
-	a, ha, err := lock(r.cl.clients[0])
+	a, ha, err := lock(r.cl.clients[0], c.lockOpts...)
 	if err != nil {
 		t.Fatalf("client 0: Lock: %v", err)
 	}
@@ -114,10 +155,15 @@ func runChaosControl(t *testing.T, c chaosControl, sum *chaosSummary) {
 	for _, n := range held {
 		r.cl.waitHeldOn(n, r.prefix+"k", a.Token())
 	}
+	if c.afterLock != nil {
+		c.afterLock(r, a)
+	}
 	c.breakModel(r)
 	b, hb, errB := lock(r.cl.clients[1])
 	// Both hold on a while, as holders that had no reason to stop would.
 	r.sleep(20 * time.Millisecond)
+	errA := a.Err()      // nil while client 0 still holds
+	ha.until = a.Until() // renewed
 	ha.released = time.Now()
 	r.rec.hold(ha)
 	_ = a.Unlock(t.Context())
@@ -142,7 +188,13 @@ func runChaosControl(t *testing.T, c chaosControl, sum *chaosSummary) {
 		if len(f.overlaps) > 0 || f.residue > 0 {
 			t.Errorf("got %d overlaps and %d residue, want none", len(f.overlaps), f.residue)
 		}
-		if errB != nil {
+		switch {
+		case c.refused && !errors.Is(errB, ErrNotAcquired):
+			t.Errorf("client 1: Lock while client 0 holds: got %v, want ErrNotAcquired", errB)
+		case c.refused && errA != nil:
+			t.Errorf("client 0 lost its lock: %v", errA)
+		case c.refused:
+		case errB != nil:
 			t.Errorf("client 1: Lock after the delay: %v", errB)
 		}
 		return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,7 +99,7 @@ func (f *restartFault) String() string {
 
 func (f *restartFault) inject(r *chaosRun) {
 	n := r.cl.nodes[f.node]
-	if f.mode == restartWithData && n.srv != nil && !r.cl.opts.persistence {
+	if f.mode == restartWithData && n.srv != nil && !n.persistent && !slices.Contains(r.cl.opts.noAOF, f.node) {
 		r.t.Fatalf("a restart with data of a real node needs persistence")
 	}
 	n.kill()

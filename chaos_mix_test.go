@@ -18,7 +18,15 @@ package redlock
 //     whose fn panics now and then;
 //   - what to do while holding: little; Extend with a shorter or a longer
 //     TTL; auto-extension past the TTL; WithMaxHold; an Unlock raced against
-//     Extend and a renewal; holding past the TTL; never unlocking.
+//     Extend and a renewal; holding past the TTL; never unlocking;
+//   - with which of issue 28's options: WithTopUp(false) now and then (the
+//     default tops up); WithLockDelay, most often beside the holds that
+//     overrun, expire or reach their max hold; WithMinHold on exclusive
+//     locks, beside every mode (owner locks must refuse both); and, on
+//     fenced holds, ValidateFence while
+//     holding and once Unlock returned. Two keys of the pool take every
+//     exclusive lock fenced (mixFencedKey), so that a fence validated
+//     there can be judged against every later holder of the key.
 //
 // Beside the overlaps, fences and residue that every scenario checks, the
 // mix checks the API's contracts as it goes and reports each breach as a
@@ -27,7 +35,10 @@ package redlock
 // past Until; Until moving back on Extend, or on after Unlock; a lock that
 // outlives WithMaxHold; Do leaving its lock held when fn panicked; a call
 // on a closed Client that does not fail with ErrClosed; an Observer or a
-// logger called after Close returned.
+// logger called after Close returned; a ValidateFence error that does not
+// match ErrStaleFence; a node that said no to an acquisition taken
+// WithTopUp(false) and yes to one of its extensions; a key left on the
+// nodes with more time to live than any TTL the mix sends.
 
 import (
 	"context"
@@ -74,9 +85,32 @@ const (
 	mixMaxViolations = 20
 )
 
-// mixMaxTTL is the longest TTL the mix sends for a load's TTL: Extend with
-// a longer TTL asks for twice as much.
-func mixMaxTTL(ttl time.Duration) time.Duration { return 2 * ttl }
+// mixMaxTTL is the longest the nodes keep a key the mix sends, for a
+// load's TTL: Extend with a longer TTL asks for twice as much, and the
+// lock-delay adds to it. A minimum hold keeps keys for less
+// (mixMaxMinHold).
+func mixMaxTTL(ttl time.Duration) time.Duration { return 2*ttl + mixMaxLockDelay(ttl) }
+
+// mixMaxLockDelay is the longest lock-delay the mix draws, and
+// mixMaxMinHold its longest minimum hold: a quarter of those are longer
+// than the TTL, so that Unlock must lengthen the keys to the minimum hold
+// rather than shorten them (releaselater.lua's two modes).
+func mixMaxLockDelay(ttl time.Duration) time.Duration { return ttl * 2 / 3 }
+func mixMaxMinHold(ttl time.Duration) time.Duration   { return ttl * 4 / 3 }
+
+// mixPTopUpOff is the share of exclusive holds taken WithTopUp(false);
+// mixPLockDelay the share of holds taken WithLockDelay, and
+// mixPLockDelayLong that of the holds that overrun, expire or reach their
+// max hold, where the delay must run its course; mixPMinHold the share of
+// exclusive holds taken WithMinHold; mixPValidate the share of fenced holds
+// that validate their fence while holding, and again once Unlock returned.
+const (
+	mixPTopUpOff      = 0.2
+	mixPLockDelay     = 0.1
+	mixPLockDelayLong = 0.5
+	mixPMinHold       = 0.12
+	mixPValidate      = 0.5
+)
 
 // mixRestartDelay is how long a node restarted empty must stay down in the
 // mix: more than the longest TTL it sends.
@@ -95,12 +129,16 @@ func mixLoad(l *chaosLoad) {
 // extend-shorter and extend-longer their Extend calls, and autoextend the
 // holds taken with auto-extension (WithMaxHold's and the Unlock races'
 // among them; Do's count as do).
+// topup-off, lock-delay and min-hold count the holds taken with those
+// options, and validate the ValidateFence calls.
 var mixOpNames = []string{"plain", "fenced", "multi", "owner", "reader", "writer", "permit",
-	"extend-shorter", "extend-longer", "autoextend", "do"}
+	"extend-shorter", "extend-longer", "autoextend", "do", "topup-off", "lock-delay", "min-hold", "validate"}
 
 // mixExtraNames are the other counts of the detail line, in its order.
 var mixExtraNames = []string{"nested", "trylock", "maxhold", "maxhold-reached", "unlock-race", "overrun", "expire",
-	"do-panic", "do-lost", "refused", "closed-clients", "closed-in-flight", "observer-panics", "logger-panics", "slow-callbacks", "log-records"}
+	"do-panic", "do-lost", "refused", "refused-options", "closed-clients", "closed-in-flight", "observer-panics", "logger-panics", "slow-callbacks", "log-records",
+	"min-hold-early-unlock", "min-hold-past-ttl", "validate-live", "validate-stale", "validate-after-unlock", "validate-live-after-unlock",
+	"whole", "topped-up"}
 
 // mixOpsLine formats the counts of the operations, as the summary shows them.
 func mixOpsLine(counts map[string]int) string {
@@ -152,15 +190,36 @@ const (
 // mixModeWeights are how often each mode is drawn.
 var mixModeWeights = [...]int{66, 8, 6, 7, 3, 4, 3, 3}
 
+// mixTopUp is what the mix does with WithTopUp.
+type mixTopUp uint8
+
+const (
+	topUpDrawn mixTopUp = iota // off for mixPTopUpOff of the exclusive holds
+	topUpOn                    // the default, always
+	topUpOff                   // WithTopUp(false) on every exclusive hold
+)
+
 // mixHold is one hold a worker takes.
 type mixHold struct {
 	kind    mixKind
 	keys    []string
 	owner   string // WithOwner, for kindOwner
-	fenced  bool   // WithFencing, for kindFenced and some multi-key locks
+	fenced  bool   // WithFencing, for kindFenced, some multi-key locks, and exclusive locks of mixFencedKey
 	mode    mixMode
 	maxHold time.Duration // for modeMaxHold
+	// topUpOff takes the hold WithTopUp(false); lockDelay and minHold
+	// are its WithLockDelay and WithMinHold, 0 for none.
+	topUpOff           bool
+	lockDelay, minHold time.Duration
+	// validate calls ValidateFence while holding, and validateAfter once
+	// Unlock returned: fenced holds only.
+	validate, validateAfter bool
 }
+
+// exclusive reports whether a kind takes an exclusive lock: readers and
+// permits are shared, refuse WithFencing and WithMinHold, and are not
+// topped up.
+func (k mixKind) exclusive() bool { return k != kindReader && k != kindPermit }
 
 // mixClient is a Client of the mix, with what its checks need to know.
 type mixClient struct {
@@ -203,6 +262,17 @@ type mixRun struct {
 	clients  []*mixClient   // the scenario's Clients
 	maxTTL   time.Duration
 	giveUp   time.Duration // mixWatchGiveUp, shorter in the watcher's own test
+	// fenced are the pool keys whose exclusive locks are all fenced
+	// (mixFencedKey).
+	fenced map[string]bool
+	// What the workers draw; a scenario's mixTune may change them before
+	// the workload starts.
+	kindWeights, modeWeights []int
+	topUp                    mixTopUp
+	// strictTopUp makes a node topped up under WithTopUp(false) a breach
+	// of the contract: for scenarios where no copy of an acquire can
+	// reach a node after it said no (see checkTopUp).
+	strictTopUp bool
 
 	watchers  sync.WaitGroup
 	stopWatch chan struct{} // closed to end the watchers that outlive their bound
@@ -222,7 +292,8 @@ type mixRun struct {
 // they all keep a restarted node out as long (see WithNodeGuard).
 func newMixRun(r *chaosRun, opts []Option) *mixRun {
 	r.t.Helper()
-	m := &mixRun{r: r, opts: opts, counts: map[string]int{}, stopWatch: make(chan struct{}), maxTTL: mixMaxTTL(r.load.ttl), giveUp: mixWatchGiveUp}
+	m := &mixRun{r: r, opts: opts, counts: map[string]int{}, stopWatch: make(chan struct{}), maxTTL: mixMaxTTL(r.load.ttl), giveUp: mixWatchGiveUp,
+		kindWeights: slices.Clone(mixKindWeights[:]), modeWeights: slices.Clone(mixModeWeights[:])}
 	if cfg, err := defaultConfig().applyClient(opts); err == nil && cfg.logger != nil {
 		m.nextLog = cfg.logger.Handler()
 	}
@@ -234,8 +305,12 @@ func newMixRun(r *chaosRun, opts []Option) *mixRun {
 		m.keys, m.reserved = mixTagKeys(r, m.keys), mixTagKeys(r, m.reserved)
 	}
 	m.permits = map[string]int{}
+	m.fenced = map[string]bool{}
 	for i, k := range m.keys {
 		m.permits[k] = 1 + i%3
+		if mixFencedKey(i) {
+			m.fenced[k] = true
+		}
 	}
 	for i, cc := range r.cl.clients {
 		mc := &mixClient{index: cc.index}
@@ -252,9 +327,28 @@ func newMixRun(r *chaosRun, opts []Option) *mixRun {
 	quoted := make([]string, len(m.keys))
 	for i, k := range m.keys {
 		quoted[i] = fmt.Sprintf("%s(k=%d)", shortKey(k), m.permits[k])
+		if m.fenced[k] {
+			quoted[i] += "(fenced)"
+		}
 	}
 	r.t.Logf("chaos-detail: scenario=%s mix keys %s reserved %d", r.name, strings.Join(quoted, " "), len(m.reserved))
 	return m
+}
+
+// mixFencedKey reports whether the pool key at index i takes every
+// exclusive lock fenced: two keys of eight, jobs:{q1}:waiting (whose
+// look-alike jobs:{q1} is not fenced-only) and a drawn one. ValidateFence's
+// answer can be judged only where every lock is fenced: a lock taken
+// without WithFencing leaves the counter at the last fenced holder's
+// fence, which then passes while the unfenced one holds (see
+// Client.ValidateFence). Readers and permits take no fence and keep
+// their places on these keys.
+func mixFencedKey(i int) bool { return i%4 == 1 }
+
+// mustFence reports whether a hold of kind on keys must be fenced: an
+// exclusive lock on a key of mixFencedKey.
+func (m *mixRun) mustFence(kind mixKind, keys []string) bool {
+	return kind.exclusive() && slices.ContainsFunc(keys, func(k string) bool { return m.fenced[k] })
 }
 
 // mixTagKeys puts chaosClusterTag in front of each key, for cluster
@@ -364,12 +458,12 @@ func (m *mixRun) worker(stop context.Context, mc *mixClient, w int, rng *rand.Ra
 
 // step draws one hold, takes it, and does what its mode says.
 func (m *mixRun) step(stop context.Context, mc *mixClient, w int, rng *rand.Rand) {
-	kind := mixKind(mixPick(rng, mixKindWeights[:]))
+	kind := mixKind(mixPick(rng, m.kindWeights))
 	if kind == kindDo {
 		m.do(stop, mc, w, rng)
 		return
 	}
-	h := mixHold{kind: kind, keys: m.drawKeys(rng, kind), mode: mixMode(mixPick(rng, mixModeWeights[:]))}
+	h := mixHold{kind: kind, keys: m.drawKeys(rng, kind), mode: mixMode(mixPick(rng, m.modeWeights))}
 	switch kind {
 	case kindOwner:
 		// Most owners are shared by a Client's workers, whose holds then
@@ -386,6 +480,7 @@ func (m *mixRun) step(stop context.Context, mc *mixClient, w int, rng *rand.Rand
 	if h.mode == modeMaxHold {
 		h.maxHold = mixBetween(rng, m.r.load.ttl, m.r.load.ttl*3/2)
 	}
+	m.drawOptions(rng, &h)
 	try := (kind == kindPlain || kind == kindWriter) && rng.Float64() < 0.2
 	ctx, cancel := context.WithTimeout(stop, m.r.load.lockWait)
 	l, rec, _ := m.acquire(ctx, stop, mc, w, h, try)
@@ -397,6 +492,60 @@ func (m *mixRun) step(stop context.Context, mc *mixClient, w int, rng *rand.Rand
 		m.count("trylock")
 	}
 	m.hold(stop, mc, w, rng, h, l, rec)
+}
+
+// drawOptions draws what h takes of issue 28's options: WithTopUp(false),
+// WithLockDelay and WithMinHold; and, for a fenced hold, whether it
+// validates its fence. A minimum hold stays within the max hold, which
+// refuses a longer one.
+func (m *mixRun) drawOptions(rng *rand.Rand, h *mixHold) {
+	ttl := m.r.load.ttl
+	h.fenced = h.fenced || m.mustFence(h.kind, h.keys)
+	if h.kind.exclusive() {
+		switch m.topUp {
+		case topUpOff:
+			h.topUpOff = true
+		case topUpDrawn:
+			h.topUpOff = rng.Float64() < mixPTopUpOff
+		}
+	}
+	p := mixPLockDelay
+	switch h.mode {
+	case modeOverrun, modeExpire, modeMaxHold:
+		p = mixPLockDelayLong
+	}
+	if rng.Float64() < p {
+		h.lockDelay = mixBetween(rng, ttl/6, mixMaxLockDelay(ttl))
+	}
+	if h.kind.exclusive() && rng.Float64() < mixPMinHold {
+		h.minHold = mixBetween(rng, ttl/6, ttl)
+		if rng.IntN(4) == 0 {
+			h.minHold = mixBetween(rng, ttl, mixMaxMinHold(ttl))
+		}
+		if h.maxHold > 0 {
+			h.minHold = min(h.minHold, h.maxHold)
+		}
+	}
+	if h.owner != "" && (h.lockDelay > 0 || h.minHold > 0) && rng.IntN(4) > 0 {
+		// Owner locks refuse both (mixOwnerRefusal): a quarter of the
+		// draws checks that they do.
+		h.lockDelay, h.minHold = 0, 0
+	}
+	if h.fenced && slices.ContainsFunc(h.keys, func(k string) bool { return m.fenced[k] }) {
+		h.validate = rng.Float64() < mixPValidate
+		h.validateAfter = rng.Float64() < mixPValidate
+	}
+}
+
+// mixOwnerRefusal says why a hold must be refused for its options, or ""
+// when it must not be: an owner lock refuses WithLockDelay and WithMinHold,
+// since the owner's other holds release the key by their own count (the
+// mix found a minimum hold broken so: see chaos_findings_test.go).
+func mixOwnerRefusal(h mixHold) string {
+	if h.owner == "" || h.lockDelay == 0 && h.minHold == 0 {
+		return ""
+	}
+	return fmt.Sprintf("an owner lock with WithLockDelay(%v) and WithMinHold(%v)", h.lockDelay, h.minHold)
 }
 
 // drawKeys draws the keys of a hold: two or three distinct ones for a
@@ -450,6 +599,15 @@ func (m *mixRun) acquire(ctx, stop context.Context, mc *mixClient, w int, h mixH
 	if h.fenced {
 		opts = append(opts, WithFencing(true))
 	}
+	if h.topUpOff {
+		opts = append(opts, WithTopUp(false))
+	}
+	if h.lockDelay > 0 {
+		opts = append(opts, WithLockDelay(h.lockDelay))
+	}
+	if h.minHold > 0 {
+		opts = append(opts, WithMinHold(h.minHold))
+	}
 	closedBefore := mc.closed.Load()
 	mc.inFlight.Add(1)
 	called := time.Now()
@@ -474,28 +632,50 @@ func (m *mixRun) acquire(ctx, stop context.Context, mc *mixClient, w int, h mixH
 	}
 	returned := time.Now()
 	mc.inFlight.Add(-1)
-	if !m.settleAcquire(stop, mc, h.keys, h.kind.String(), l, err, closedBefore, !try, returned.Sub(called)) {
+	if !m.settleAcquire(stop, mc, h.keys, h.kind.String(), mixOwnerRefusal(h), l, err, closedBefore, !try, returned.Sub(called)) {
 		return nil, chaosHold{}, err
 	}
 	rec := chaosHold{key: h.keys[0], client: mc.index, worker: w, token: l.Token(), acquired: returned, until: l.Until(),
-		nodes: yesNodes(l), fence: l.Fence(), shared: h.kind == kindReader, owner: h.owner, op: h.kind.String()}
+		nodes: yesNodes(l), fence: l.Fence(), shared: h.kind == kindReader, owner: h.owner, op: h.kind.String(),
+		start: l.acquired, minHold: h.minHold, lockDelay: h.lockDelay}
 	if h.kind == kindPermit {
 		rec.permits = m.permitsOf(h.keys[0])
 	}
+	m.countOptions(h)
 	return l, rec, nil
+}
+
+// countOptions counts the options of issue 28 that a hold won with.
+func (m *mixRun) countOptions(h mixHold) {
+	if h.topUpOff {
+		m.count("topup-off")
+	}
+	if h.lockDelay > 0 {
+		m.count("lock-delay")
+	}
+	if h.minHold > 0 {
+		m.count("min-hold")
+		if h.minHold > m.r.load.ttl {
+			m.count("min-hold-past-ttl")
+		}
+	}
 }
 
 // settleAcquire checks the outcome of an acquisition call on keys, counts
 // it (as name, when it won), and reports whether it returned a lock. A
 // waiting call that was not cut short by the end of the run goes into the
 // success rate; the churned Clients' do not, since they are closed on
-// purpose.
-func (m *mixRun) settleAcquire(stop context.Context, mc *mixClient, keys []string, name string, l *Lock, err error, closedBefore, waiting bool, took time.Duration) bool {
-	if why := mixRefusal(m.r.prefix, keys, err); why != "" {
+// purpose. refuse says why the call must be refused for its options, ""
+// when it must not be (see mixRefusal).
+func (m *mixRun) settleAcquire(stop context.Context, mc *mixClient, keys []string, name, refuse string, l *Lock, err error, closedBefore, waiting bool, took time.Duration) bool {
+	if why := mixRefusal(m.r.prefix, keys, refuse, err); why != "" {
 		m.violate("client %d %s: %s", mc.index, name, why)
 	}
 	if errors.Is(err, ErrInvalidOption) {
 		m.count("refused")
+		if refuse != "" {
+			m.count("refused-options")
+		}
 		return false
 	}
 	if closedBefore && !errors.Is(err, ErrClosed) {
@@ -524,10 +704,12 @@ func (m *mixRun) settleAcquire(stop context.Context, mc *mixClient, keys []strin
 }
 
 // mixRefusal says what is wrong, as far as refusals go, with the outcome
-// err of a call on keys under prefix: "" when nothing is. The library
-// refuses exactly the keys whose prefixed name contains keyspace.Reserved,
-// with an error that wraps ErrInvalidOption.
-func mixRefusal(prefix string, keys []string, err error) string {
+// err of a call on keys under prefix, whose options must be refused for
+// the reason refuse ("" when they need not be): "" when nothing is. The
+// library refuses exactly the keys whose prefixed name contains
+// keyspace.Reserved, and the options it must, with an error that wraps
+// ErrInvalidOption.
+func mixRefusal(prefix string, keys []string, refuse string, err error) string {
 	reserved := false
 	for _, k := range keys {
 		reserved = reserved || strings.Contains(prefix+k, keyspace.Reserved)
@@ -536,8 +718,10 @@ func mixRefusal(prefix string, keys []string, err error) string {
 	switch {
 	case reserved && !refused:
 		return fmt.Sprintf("keys %s contain the reserved %q: got %v, want ErrInvalidOption", shortKeys(keys), keyspace.Reserved, err)
-	case !reserved && refused:
-		return fmt.Sprintf("keys %s were refused, but none contains the reserved %q: %v", shortKeys(keys), keyspace.Reserved, err)
+	case refuse != "" && !refused:
+		return fmt.Sprintf("keys %s taken as %s: got %v, want ErrInvalidOption", shortKeys(keys), refuse, err)
+	case !reserved && refuse == "" && refused:
+		return fmt.Sprintf("keys %s were refused, but none contains the reserved %q and the options are valid: %v", shortKeys(keys), keyspace.Reserved, err)
 	}
 	return ""
 }
@@ -550,6 +734,17 @@ func (m *mixRun) hold(stop context.Context, mc *mixClient, w int, rng *rand.Rand
 	// The nodes' verdicts on Unlock are checked where the nodes that said
 	// yes are known: not after renewals, which report counts only.
 	verdicts := !mc.churn
+	// The key whose fence the holder validates: one whose exclusive locks
+	// are all fenced (mixFencedKey).
+	vkey := ""
+	if h.validate || h.validateAfter {
+		vkeys := slices.DeleteFunc(slices.Clone(h.keys), func(k string) bool { return !m.fenced[k] })
+		vkey = vkeys[rng.IntN(len(vkeys))]
+	}
+	if h.validate && h.mode != modeAuto && h.mode != modeUnlockRace {
+		m.validate(mc, w, l, vkey, false)
+	}
+	refused := noNodes(l)
 	switch h.mode {
 	case modeShort:
 		if h.kind == kindOwner && rng.Float64() < 0.5 {
@@ -560,19 +755,25 @@ func (m *mixRun) hold(stop context.Context, mc *mixClient, w int, rng *rand.Rand
 		time.Sleep(ttl / 3)
 		if m.extend(mc, l, ttl/2, "extend-shorter") {
 			rec.nodes = yesNodes(l)
+			m.checkTopUp(mc, l, h, refused, l.Stats())
 		}
 		time.Sleep(randDuration(rng, holdMax))
 	case modeExtendLonger:
 		time.Sleep(ttl / 2)
 		if m.extend(mc, l, 2*ttl, "extend-longer") {
 			rec.nodes = yesNodes(l)
+			m.checkTopUp(mc, l, h, refused, l.Stats())
 			// Past the validity the first TTL gave.
 			time.Sleep(ttl * 3 / 4)
 		}
 	case modeAuto:
 		m.count("autoextend")
 		verdicts = false
-		m.holdWatching(mc, l, mixBetween(rng, ttl, 2*ttl))
+		var validate string
+		if h.validate {
+			validate = vkey
+		}
+		rec.wholeAt = m.holdAuto(mc, w, l, h, refused, mixBetween(rng, ttl, 2*ttl), validate)
 	case modeMaxHold:
 		m.count("autoextend")
 		m.count("maxhold")
@@ -581,25 +782,115 @@ func (m *mixRun) hold(stop context.Context, mc *mixClient, w int, rng *rand.Rand
 	case modeUnlockRace:
 		m.count("autoextend")
 		m.count("unlock-race")
-		hand <- m.unlockRace(mc, rng, l, rec)
+		rec = m.unlockRace(mc, rng, l, rec)
+		hand <- rec
+		if h.validateAfter {
+			m.validate(mc, w, l, vkey, true)
+		}
 		return
 	case modeOverrun:
 		m.count("overrun")
 		time.Sleep(ttl + ttl/5)
 		m.checkEndedPastUntil(mc, l, "an overrun hold")
+		if h.validate {
+			// A holder that does not know its lock ended, and checks its
+			// fence before it writes: the next holder may have the key.
+			m.validate(mc, w, l, vkey, false)
+		}
 	case modeExpire:
 		m.count("expire")
 		time.Sleep(randDuration(rng, holdMax))
 		hand <- rec // released stays zero: the hold lasts until Until
 		return
 	}
-	hand <- m.release(mc, l, rec, verdicts)
+	rec = m.release(mc, l, rec, verdicts)
+	hand <- rec
+	if h.validateAfter {
+		// Now and then once the next holder has had time to take the key.
+		time.Sleep(randDuration(rng, ttl/3))
+		m.validate(mc, w, l, vkey, true)
+	}
+}
+
+// noNodes lists the nodes that said no in the lock's last round: right
+// after the acquisition, the nodes another holder had.
+func noNodes(l *Lock) []bool {
+	st := l.Stats()
+	out := make([]bool, len(st.Nodes))
+	for _, v := range st.Nodes {
+		if v.Vote == VoteNo {
+			out[v.Index] = true
+		}
+	}
+	return out
+}
+
+// checkTopUp looks at an extension round st of l, whose acquisition the
+// nodes in refused had refused: such a node that said yes to the
+// extension was topped up. With WithTopUp(false) none may be, where no
+// copy of the acquisition can reach a node after it said no (strictTopUp);
+// elsewhere a resent acquire may take the node late, and extend.lua then
+// extends it. It reports whether a node was topped up.
+func (m *mixRun) checkTopUp(mc *mixClient, l *Lock, h mixHold, refused []bool, st Stats) bool {
+	for _, v := range st.Nodes {
+		if v.Vote != VoteYes || v.Index >= len(refused) || !refused[v.Index] {
+			continue
+		}
+		if h.topUpOff && m.strictTopUp {
+			m.violate("client %d %s %s taken WithTopUp(false): node %d said no to the acquisition and yes to an extension",
+				mc.index, h.kind, shortKeys(l.Keys()), v.Index)
+		}
+		return true
+	}
+	return false
+}
+
+// validate calls ValidateFence for l's fence on key, one of l's keys, and
+// records the call and its verdict, which the checker judges
+// (chaosStaleValidations); after says that Unlock has returned. Every
+// error must match ErrStaleFence, and ErrClosed once the Client was
+// closed.
+func (m *mixRun) validate(mc *mixClient, w int, l *Lock, key string, after bool) {
+	m.count("validate")
+	closedBefore := mc.closed.Load()
+	mc.inFlight.Add(1)
+	called := time.Now()
+	err := mc.c.ValidateFence(context.Background(), key, l.Fence())
+	returned := time.Now()
+	mc.inFlight.Add(-1)
+	switch {
+	case closedBefore && !errors.Is(err, ErrClosed):
+		m.violate("client %d ValidateFence of %s after Close returned: got %v, want ErrClosed", mc.index, shortKey(key), err)
+	case err != nil && !errors.Is(err, ErrStaleFence):
+		m.violate("client %d ValidateFence of %s fence %d: got %v, want nil or ErrStaleFence", mc.index, shortKey(key), l.Fence(), err)
+	}
+	if errors.Is(err, ErrClosed) {
+		return // the nodes were not asked
+	}
+	m.r.rec.validation(chaosValidation{key: key, fence: l.Fence(), token: l.Token(), client: mc.index, worker: w,
+		called: called, returned: returned, valid: err == nil, afterUnlock: after})
+	switch {
+	case after && err == nil:
+		m.count("validate-after-unlock")
+		m.count("validate-live-after-unlock")
+	case after:
+		m.count("validate-after-unlock")
+	case err == nil:
+		m.count("validate-live")
+	default:
+		m.count("validate-stale")
+	}
 }
 
 // nest takes the owner's lock on the same key again, inside the outer
-// hold, holds it briefly and unlocks it: the reentrant path.
+// hold, with options of its own, holds it briefly and unlocks it: the
+// reentrant path.
 func (m *mixRun) nest(stop context.Context, mc *mixClient, w int, rng *rand.Rand, outer mixHold) {
-	h := mixHold{kind: kindOwner, keys: outer.keys, owner: outer.owner}
+	h := mixHold{kind: kindOwner, keys: outer.keys, owner: outer.owner, fenced: outer.fenced, mode: modeShort}
+	// Its own options: a nested hold's minimum hold or lock-delay would
+	// have to outlast the outer hold's Unlock, which comes after. Owner
+	// locks refuse both (mixOwnerRefusal).
+	m.drawOptions(rng, &h)
 	ctx, cancel := context.WithTimeout(stop, m.r.load.lockWait)
 	l, rec, _ := m.acquire(ctx, stop, mc, w, h, false)
 	cancel()
@@ -621,6 +912,7 @@ func (m *mixRun) release(mc *mixClient, l *Lock, rec chaosHold, verdicts bool) c
 	mc.inFlight.Add(1)
 	err := l.Unlock(context.Background())
 	mc.inFlight.Add(-1)
+	rec = m.unlocked(rec, err)
 	if verdicts && !errors.Is(err, ErrClosed) && time.Now().Before(rec.until) {
 		if st := l.Stats(); m.r.rec.unlockReturned(rec, st) > 0 {
 			m.r.t.Logf("wrong verdict: client %d %s %s token %s yes-nodes %v, unlock %+v, err %v",
@@ -628,6 +920,20 @@ func (m *mixRun) release(mc *mixClient, l *Lock, rec chaosHold, verdicts bool) c
 		}
 	}
 	m.checkUnlock(mc, closedBefore, rec, err)
+	return rec
+}
+
+// unlocked records, on rec, the end of an Unlock that returned err: when it
+// was called while the hold was valid and returned nil, a quorum released
+// it, or, before the end of its minimum hold, left the keys to expire
+// then (see history.Hold.Unlocked).
+func (m *mixRun) unlocked(rec chaosHold, err error) chaosHold {
+	if err == nil && rec.released.Before(rec.until) {
+		rec.unlocked = time.Now()
+		if rec.minHold > 0 && rec.released.Before(rec.start.Add(rec.minHold)) {
+			m.count("min-hold-early-unlock")
+		}
+	}
 	return rec
 }
 
@@ -676,16 +982,50 @@ func (m *mixRun) extend(mc *mixClient, l *Lock, ttl time.Duration, name string) 
 	return false
 }
 
-// holdWatching holds l for d, or until Done closes: a holder that is told
-// its lock was lost stops. Done closed without Unlock must say why.
-func (m *mixRun) holdWatching(mc *mixClient, l *Lock, d time.Duration) {
+// holdAuto holds an auto-extended lock for d, or until Done closes: a
+// holder that is told its lock was lost stops, and Done closed without
+// Unlock must say why. Meanwhile it looks at the renewals every tenth of
+// the TTL: it returns when it first saw one acknowledged by every node
+// (zero if never), and counts the holds that a renewal topped up (see
+// checkTopUp). With validate set, it validates the fence on that key
+// halfway through, after the first renewals, which top-ups may have spread
+// to new nodes.
+func (m *mixRun) holdAuto(mc *mixClient, w int, l *Lock, h mixHold, refused []bool, d time.Duration, validate string) (wholeAt time.Time) {
 	tm := time.NewTimer(d)
 	defer tm.Stop()
-	select {
-	case <-tm.C:
-	case <-l.Done():
-		if err := l.Err(); !errors.Is(err, ErrLockLost) {
-			m.violate("client %d %s: Done closed during the hold with Err %v, want ErrLockLost", mc.index, shortKeys(l.Keys()), err)
+	tick := time.NewTicker(m.r.load.ttl / 10)
+	defer tick.Stop()
+	var half <-chan time.Time
+	if validate != "" {
+		vt := time.NewTimer(d / 2)
+		defer vt.Stop()
+		half = vt.C
+	}
+	toppedUp := false
+	for {
+		select {
+		case <-tm.C:
+			return wholeAt
+		case <-l.Done():
+			if err := l.Err(); !errors.Is(err, ErrLockLost) {
+				m.violate("client %d %s: Done closed during the hold with Err %v, want ErrLockLost", mc.index, shortKeys(l.Keys()), err)
+			}
+			return wholeAt
+		case <-half:
+			m.validate(mc, w, l, validate, false)
+		case <-tick.C:
+			st := l.Stats()
+			if st.Op != OpExtend {
+				continue
+			}
+			if wholeAt.IsZero() && st.Yes == len(m.r.cl.nodes) {
+				wholeAt = time.Now()
+				m.count("whole")
+			}
+			if !toppedUp && m.checkTopUp(mc, l, h, refused, st) {
+				toppedUp = true
+				m.count("topped-up")
+			}
 		}
 	}
 }
@@ -751,6 +1091,7 @@ func (m *mixRun) unlockRace(mc *mixClient, rng *rand.Rand, l *Lock, rec chaosHol
 	mc.inFlight.Add(2)
 	wg.Go(func() { extErr = l.Extend(context.Background()) })
 	err := l.Unlock(context.Background())
+	rec = m.unlocked(rec, err)
 	wg.Wait()
 	mc.inFlight.Add(-2)
 	m.checkUnlock(mc, closedBefore, rec, err)
@@ -801,6 +1142,29 @@ func (m *mixRun) do(stop context.Context, mc *mixClient, w int, rng *rand.Rand) 
 	if shared {
 		acquire = mc.c.RLock
 	}
+	// Do takes no minimum hold here: it does not say whether its Unlock
+	// was confirmed, which the rule needs (history.Hold.Unlocked).
+	h := mixHold{kind: kindPlain, keys: []string{key}, mode: modeAuto}
+	if shared {
+		h.kind = kindReader
+	}
+	if d > ld.ttl {
+		// A fn that outlasts the TTL rests on renewals: a lock lost
+		// there is the lock-delay's case.
+		h.mode = modeExpire
+	}
+	m.drawOptions(rng, &h)
+	h.minHold = 0
+	var opts []LockOption
+	if h.fenced {
+		opts = append(opts, WithFencing(true))
+	}
+	if h.topUpOff {
+		opts = append(opts, WithTopUp(false))
+	}
+	if h.lockDelay > 0 {
+		opts = append(opts, WithLockDelay(h.lockDelay))
+	}
 	var (
 		l    *Lock
 		rec  chaosHold
@@ -812,15 +1176,19 @@ func (m *mixRun) do(stop context.Context, mc *mixClient, w int, rng *rand.Rand) 
 		called := time.Now()
 		lk, err := acquire(ctx, key, opts...)
 		returned := time.Now()
-		if m.settleAcquire(stop, mc, []string{key}, "do", lk, err, closedBefore, true, returned.Sub(called)) {
+		if m.settleAcquire(stop, mc, []string{key}, "do", "", lk, err, closedBefore, true, returned.Sub(called)) {
 			l = lk
 			rec = chaosHold{key: key, client: mc.index, worker: w, token: lk.Token(), acquired: returned, until: lk.Until(),
-				nodes: yesNodes(lk), shared: shared, op: "do"}
+				nodes: yesNodes(lk), shared: shared, op: "do", fence: lk.Fence(), start: lk.acquired, lockDelay: h.lockDelay}
 			hand = m.watch(lk, []string{key})
+			m.countOptions(h)
 		}
 		return lk, err
 	}
 	fn := func(ctx context.Context) error {
+		if h.validate {
+			m.validate(mc, w, l, key, false)
+		}
 		tm := time.NewTimer(d)
 		defer tm.Stop()
 		select {
@@ -841,7 +1209,7 @@ func (m *mixRun) do(stop context.Context, mc *mixClient, w int, rng *rand.Rand) 
 	ctx, cancel := context.WithTimeout(stop, ld.lockWait+3*ld.ttl)
 	defer cancel()
 	mc.inFlight.Add(1)
-	p, err := mixCatch(func() error { return mc.c.do(ctx, key, fn, nil, capture) })
+	p, err := mixCatch(func() error { return mc.c.do(ctx, key, fn, opts, capture) })
 	mc.inFlight.Add(-1)
 	if p != nil {
 		if _, ours := p.(mixPanic); !ours {
@@ -1059,7 +1427,7 @@ func (m *mixRun) probe() {
 	var hs []held
 	for i, key := range m.keys {
 		h := mixHold{kind: []mixKind{kindFenced, kindOwner, kindReader, kindPermit}[i%4], keys: []string{key}}
-		h.fenced = h.kind == kindFenced
+		h.fenced = h.kind == kindFenced || m.mustFence(h.kind, h.keys)
 		if h.kind == kindOwner {
 			h.owner = "probe"
 		}
@@ -1153,11 +1521,20 @@ type mixKey struct {
 	pttl      time.Duration // negative: no expiry
 }
 
+// mixOutliveSlack is how much longer than the longest TTL the mix sends a
+// key may have left when the Clients close: the minimum hold left is
+// rounded up to the millisecond.
+const mixOutliveSlack = 20 * time.Millisecond
+
 // residue waits until every TTL has run out, then counts the keys left
 // under the run's prefix on the live nodes, whatever they are: lock
 // strings, owner and reader hashes, semaphores' sorted sets, waiting
 // markers. Fence counters never expire, by design, and are left out. It
-// logs what was there when the Clients had closed, by kind.
+// logs what was there when the Clients had closed, by kind. A key found
+// then with more time to live than the longest the mix ever asks the nodes
+// to keep one (mixMaxTTL: twice the TTL and the longest lock-delay; the
+// minimum holds are shorter) is a breach of the contract: the lock-delay
+// counted twice, or a minimum hold set from the wrong start.
 func (m *mixRun) residue() int {
 	r := m.r
 	r.t.Helper()
@@ -1167,6 +1544,10 @@ func (m *mixRun) residue() int {
 		for _, k := range mixScan(n, r.prefix) {
 			atClose[k.kind]++
 			wait = max(wait, k.pttl)
+			if k.pttl > m.maxTTL+mixOutliveSlack {
+				m.violate("node %d %s %s has %v to live when the Clients closed, more than any TTL the mix sends (%v)",
+					k.node, k.kind, shortKey(k.key), k.pttl, m.maxTTL)
+			}
 		}
 	}
 	r.t.Logf("chaos-detail: scenario=%s left-at-close %v max-pttl=%v", r.name, atClose, wait)
@@ -1499,6 +1880,15 @@ func chaosMixScenarios() []chaosScenario {
 					f.once(r)
 				}
 			}},
+		// Issue 28's top-up, out of the model: one node at a time restarted
+		// empty without the guard, once with the top-up on every exclusive
+		// hold and once off on every one (chaos-detail reports both).
+		mixTopUpScenario(true),
+		mixTopUpScenario(false),
+		// WithFsyncAck on Valkey 8, one node without its append-only
+		// file; and its negative control, the same without the option.
+		mixFsyncScenario(true),
+		mixFsyncScenario(false),
 
 		// The negative control: a majority of the nodes restarted empty at
 		// once, four times, without the guard. Holds of up to half a TTL
@@ -1524,30 +1914,192 @@ func chaosMixScenarios() []chaosScenario {
 	}
 }
 
+// mixTopUpScenario is the exact-quorum window under the mix: out of the
+// model, Kleppmann's case. Every cycle, another token briefly takes every
+// key of the pool on two nodes, as a rival in a split vote would, so that
+// the holds acquired meanwhile win exactly the other three; once that
+// token has expired and two renewals have had time to pass, one of the three
+// restarts empty, without the guard. With on, every exclusive hold tops up
+// (WithTopUp, the default): an auto-extended hold is then on every node by
+// the restart, and only the holds that never extend (overrun, left to
+// expire) stay in the window. Without, none does, and a node that refused
+// a hold never joins it (strictTopUp). Both are measured (chaos-detail's
+// "out of the model" line). Asserted in both: no hold overlaps another once
+// every node acknowledged one of its renewals (chaosWholeOverlaps), which
+// holds because the restarts are further apart than the longest hold of
+// the mix (two TTLs and a round), so that a hold loses the key on one node
+// at most.
+func mixTopUpScenario(on bool) chaosScenario {
+	name, mode := "mix-topup-empty-restart-one", topUpOn
+	if !on {
+		name, mode = "mix-topup-off-empty-restart-one", topUpOff
+	}
+	return chaosScenario{
+		name: name, mix: true, outOfModel: true, assertWhole: true, minSuccess: 5, minAcquisitions: 5,
+		cluster: chaosClusterOpts{backend: realBackend, clients: 3},
+		load: func(l *chaosLoad) {
+			mixLoad(l)
+			l.keys, l.workers = 3, 4
+		},
+		mixTune: func(m *mixRun) {
+			m.topUp, m.strictTopUp = mode, true
+			// plain, fenced, multi, owner, reader, writer, permit, Do:
+			// exclusive locks only, which top up (readers and permits
+			// do not).
+			m.kindWeights = []int{20, 14, 8, 14, 0, 10, 0, 6}
+			// short, extend-shorter, extend-longer, auto, max-hold,
+			// unlock-race, overrun, expire: short or auto-extended, so
+			// that a hold still there at the restart has renewed since
+			// the rival's token went.
+			m.modeWeights = []int{45, 0, 0, 45, 5, 5, 0, 0}
+		},
+		faults: func(r *chaosRun) {
+			ttl := r.load.ttl
+			for {
+				next := time.Now().Add(r.between(5*ttl/2, 3*ttl))
+				if time.Since(r.start) > r.load.duration*8/10 {
+					return
+				}
+				order := r.pick(len(r.cl.nodes))
+				end := r.splitVote(order[:2], ttl)
+				// Past the token's end by two renewal periods (a third of
+				// the TTL each) and a margin: every auto-extended hold
+				// acquired meanwhile has renewed since, even one whose
+				// renewal came just before the end and another that a
+				// busy machine delayed.
+				r.sleep(time.Until(end.Add(2*ttl/3 + ttl/10)))
+				r.restartEmpty(order[2:3])
+				r.sleep(time.Until(next))
+			}
+		},
+	}
+}
+
+// splitVote takes every key of the mix's pool on the given nodes for
+// another token, until d has passed: at once where the key is free, and
+// where a holder has it, as soon as it lets it go (the token polls every
+// millisecond), as a rival splitting the votes would. The holds acquired
+// meanwhile win at most the other nodes. Every token it set expires when d
+// has passed, which it returns.
+func (r *chaosRun) splitVote(nodes []int, d time.Duration) (end time.Time) {
+	r.t.Helper()
+	end = time.Now().Add(d)
+	taken := map[string]bool{}
+	for left := time.Until(end); left > time.Millisecond && len(taken) < len(nodes)*len(r.mix.keys); left = time.Until(end) {
+		for _, i := range nodes {
+			for _, k := range r.mix.keys {
+				id := fmt.Sprint(i, k)
+				if taken[id] {
+					continue
+				}
+				ok, err := r.cl.nodes[i].admin.SetNX(r.t.Context(), r.prefix+k, "split-vote", left).Result()
+				if err != nil {
+					r.t.Fatalf("node %d: %v", i, err)
+				}
+				if ok {
+					taken[id] = true
+				}
+			}
+		}
+		r.sleep(time.Millisecond)
+	}
+	r.logFault("split vote: another token took %d of %d keys on nodes %v until %v", len(taken), len(nodes)*len(r.mix.keys), nodes,
+		end.Sub(r.start).Round(time.Millisecond))
+	return end
+}
+
+// mixFsyncNoAOF is the node of mixFsyncScenario that runs without its
+// append-only file.
+const mixFsyncNoAOF = 4
+
+// mixFsyncScenario runs the mix on Valkey 8 nodes with the append-only file
+// (appendfsync always), but for node 4, whose appendonly was left off, as a
+// misconfigured node's would be. The nodes are SIGKILLed and restarted at
+// once from their files, without the delay and without the guard: in turn
+// one node with a file, node 4 (which comes back empty), and a majority at
+// once, node 4 among it. With ack, every Client takes WithFsyncAck: node
+// 4's yes never counts (WAITAOF refuses a node without the file), and
+// every yes that counted survives its node's restart, so the scenario is
+// in the model. Without it, the negative control: node 4's yes counts, and
+// a hold that won exactly a quorum with it loses the key there when node 4
+// restarts. A SIGKILL cannot tell WithFsyncAck from appendfsync alone on a
+// node that has the file: the kernel keeps what redis-server wrote, fsynced
+// or not (docs/SAFETY.md).
+func mixFsyncScenario(ack bool) chaosScenario {
+	sc := chaosScenario{
+		name: "mix-fsync-ack-valkey", mix: true, minSuccess: 5, minAcquisitions: 5, verdicts: true,
+		cluster: chaosClusterOpts{backend: realBackend, clients: 3, persistence: true, noAOF: []int{mixFsyncNoAOF}, valkey: true},
+		load: func(l *chaosLoad) {
+			mixLoad(l)
+			// Room for the WAITAOF of each batch on a busy machine.
+			l.nodeTimeout = 100 * time.Millisecond
+		},
+		opts: []Option{WithFsyncAck(true)},
+		faults: func(r *chaosRun) {
+			ttl := r.load.ttl
+			for i := 0; ; i++ {
+				r.sleep(r.between(ttl/2, ttl))
+				if time.Since(r.start) > r.load.duration*9/10 {
+					return
+				}
+				var nodes []int
+				switch i % 3 {
+				case 0:
+					nodes = []int{r.rng.IntN(mixFsyncNoAOF)}
+				case 1:
+					nodes = []int{mixFsyncNoAOF}
+				case 2:
+					nodes = append(r.rng.Perm(mixFsyncNoAOF)[:2], mixFsyncNoAOF)
+				}
+				fs := make([]chaosFault, len(nodes))
+				for j, n := range nodes {
+					fs[j] = &restartFault{node: n, mode: restartWithData}
+					r.inject(fs[j])
+				}
+				for _, f := range fs {
+					r.heal(f)
+				}
+			}
+		},
+	}
+	if !ack {
+		sc.name, sc.opts = "control-mix-fsync-off-valkey", nil
+		sc.control, sc.verdicts, sc.tries, sc.expect = true, false, 5, findBroken
+	}
+	return sc
+}
+
 // TestChaosMixRefusal shows that the refusal check can fail: a reserved key
-// that is accepted, or a key refused that holds no reserved sequence (a
-// look-alike, a name like a derived one), is reported.
+// that is accepted, a key refused that holds no reserved sequence (a
+// look-alike, a name like a derived one), or options that must be refused
+// and are not, is reported.
 func TestChaosMixRefusal(t *testing.T) {
 	refused := fmt.Errorf("%w: key contains the reserved sequence", ErrInvalidOption)
+	const owner = "an owner lock with WithMinHold"
 	cases := []struct {
 		name   string
 		prefix string
 		keys   []string
+		refuse string
 		err    error
 		bad    bool
 	}{
-		{"reserved, refused", "p:", []string{"a" + keyspace.Reserved}, refused, false},
-		{"split across the prefix, refused", "p\x00", []string{"redlock:x"}, refused, false},
-		{"plain, accepted", "p:", []string{"a"}, nil, false},
-		{"plain, not acquired", "p:", []string{"a"}, ErrNotAcquired, false},
-		{"reserved, accepted", "p:", []string{"a" + keyspace.Reserved}, nil, true},
-		{"reserved in a multi-key call, not refused", "p:", []string{"a", keyspace.Reserved}, ErrNotAcquired, true},
-		{"a look-alike, refused", "p:", []string{"a\x00redlock;fence"}, refused, true},
-		{"a derived-looking name, refused", "p:", []string{"{acct}:fence"}, refused, true},
+		{"reserved, refused", "p:", []string{"a" + keyspace.Reserved}, "", refused, false},
+		{"split across the prefix, refused", "p\x00", []string{"redlock:x"}, "", refused, false},
+		{"plain, accepted", "p:", []string{"a"}, "", nil, false},
+		{"plain, not acquired", "p:", []string{"a"}, "", ErrNotAcquired, false},
+		{"reserved, accepted", "p:", []string{"a" + keyspace.Reserved}, "", nil, true},
+		{"reserved in a multi-key call, not refused", "p:", []string{"a", keyspace.Reserved}, "", ErrNotAcquired, true},
+		{"a look-alike, refused", "p:", []string{"a\x00redlock;fence"}, "", refused, true},
+		{"a derived-looking name, refused", "p:", []string{"{acct}:fence"}, "", refused, true},
+		{"options refused", "p:", []string{"a"}, owner, refused, false},
+		{"options accepted", "p:", []string{"a"}, owner, nil, true},
+		{"options not acquired", "p:", []string{"a"}, owner, ErrNotAcquired, true},
+		{"options and a reserved key, refused", "p:", []string{"a" + keyspace.Reserved}, owner, refused, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			why := mixRefusal(tc.prefix, tc.keys, tc.err)
+			why := mixRefusal(tc.prefix, tc.keys, tc.refuse, tc.err)
 			if (why != "") != tc.bad {
 				t.Fatalf("got %q, want a complaint: %t", why, tc.bad)
 			}
@@ -1579,8 +2131,10 @@ func TestChaosMixKeys(t *testing.T) {
 // TestChaosMixResidue shows that the mix's residue check finds what is
 // left under the prefix, whatever its type: an owner lock's hash (which
 // the lock scenarios' scan does not list), a reader's hash, a semaphore's
-// sorted set and a waiting marker, all without a TTL; and that it leaves a
-// fence counter, an expired key and other prefixes alone.
+// sorted set and a waiting marker, all without a TTL; that it leaves a
+// fence counter, an expired key and other prefixes alone; and that a key
+// with more time to live than the longest TTL the mix sends is a breach,
+// even once it has expired.
 func TestChaosMixResidue(t *testing.T) {
 	cl := newChaosCluster(t, chaosClusterOpts{backend: miniBackend, nodes: 1}, rand.New(rand.NewPCG(1, 2)))
 	n := cl.nodes[0]
@@ -1594,6 +2148,7 @@ func TestChaosMixResidue(t *testing.T) {
 	require.NoError(t, admin.Set(ctx, keyspace.Waiting(prefix+"lock"), "1", 0).Err())
 	require.NoError(t, admin.Set(ctx, keyspace.Fence(prefix+"lock"), "7", 0).Err())
 	require.NoError(t, admin.Set(ctx, "other:lock", "v", 0).Err())
+	require.NoError(t, admin.Set(ctx, prefix+"outlives", "v", 300*time.Millisecond).Err())
 
 	// The lock scenarios' own scan sees owner hashes too (holderValues).
 	found := false
@@ -1602,8 +2157,10 @@ func TestChaosMixResidue(t *testing.T) {
 	}
 	require.True(t, found, "the lock scenarios' scan misses a leftover owner lock")
 	r := &chaosRun{t: t, name: "residue", prefix: prefix, cl: cl, start: time.Now()}
-	m := &mixRun{r: r}
+	m := &mixRun{r: r, maxTTL: 100 * time.Millisecond}
 	require.Equal(t, 4, m.residue(), "want the owner and reader hashes, the sorted set and the marker")
+	require.Equal(t, 1, m.nViolations, "violations: %q", m.violations)
+	require.Contains(t, m.violations[0], `"res:outlives" has`)
 	kinds := map[string]int{}
 	for _, k := range mixScan(n, prefix) {
 		kinds[k.kind]++

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/redlockgo/redlock/internal/faultproxy"
+	"github.com/redlockgo/redlock/internal/history"
 )
 
 var (
@@ -166,6 +167,14 @@ type chaosScenario struct {
 	// minAcquisitions is the fewest holds the run must record, a check
 	// of liveness beside minSuccess.
 	minAcquisitions int
+	// mixTune adjusts the mixed workload before it starts: what it draws
+	// and how often.
+	mixTune func(*mixRun)
+	// assertWhole asserts, even outside the model, that no hold overlapped
+	// another once every node had acknowledged one of its extensions (see
+	// chaosWholeOverlaps): the scenario's faults make at most one node
+	// forget the keys of any one hold.
+	assertWhole bool
 }
 
 // chaosFinding is what a negative control must make the checker report.
@@ -207,7 +216,7 @@ func newChaosRun(t *testing.T, name string, load chaosLoad) *chaosRun {
 	seed := chaosSeedOnce()
 	h := fnv.New64a()
 	h.Write([]byte(name))
-	return &chaosRun{
+	r := &chaosRun{
 		t:      t,
 		name:   name,
 		seed:   seed,
@@ -216,6 +225,10 @@ func newChaosRun(t *testing.T, name string, load chaosLoad) *chaosRun {
 		rec:    newChaosRecorder(),
 		prefix: "chaos:" + name + ":",
 	}
+	// A request may land up to the release timeout (the TTL up to a
+	// second) after it was sent, and set a TTL from there.
+	r.rec.linger = 2 * load.ttl
+	return r
 }
 
 // lockOptions are the options of every Client in a run.
@@ -575,6 +588,9 @@ type chaosSummary struct {
 	// and mixOps what their operations did, summed (see mixFigures).
 	mixScenarios int
 	mixOps       map[string]int
+	// delays and stale count the violations of the minimum hold and the
+	// lock-delay, and the stale fences validated (see chaosFigures).
+	delays, stale int
 }
 
 func (s *chaosSummary) add(f chaosFigures) {
@@ -584,6 +600,8 @@ func (s *chaosSummary) add(f chaosFigures) {
 	s.acquisitions += f.acquisitions
 	s.overlaps += len(f.overlaps)
 	s.residue += f.residue
+	s.delays += len(f.delays)
+	s.stale += len(f.stale)
 	if f.mix != nil {
 		s.mixScenarios++
 		if s.mixOps == nil {
@@ -606,15 +624,15 @@ func (s *chaosSummary) mixLine() string {
 func (s *chaosSummary) line() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fmt.Sprintf("chaos: scenarios=%d acquisitions=%d overlaps=%d residue=%d",
-		s.scenarios, s.acquisitions, s.overlaps, s.residue)
+	return fmt.Sprintf("chaos: scenarios=%d acquisitions=%d overlaps=%d delays=%d stale-fences=%d residue=%d",
+		s.scenarios, s.acquisitions, s.overlaps, s.delays, s.stale, s.residue)
 }
 
 // chaosLine formats a scenario's report line.
 func chaosLine(name string, seed int64, f chaosFigures) string {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return fmt.Sprintf("chaos: scenario=%s seed=%d acquisitions=%d overlaps=%d wrong-votes=%d orphans=%d residue=%d success=%.1f p50=%.2f p99=%.2f",
-		name, seed, f.acquisitions, len(f.overlaps), f.wrongVotes, f.orphans, f.residue, f.success, ms(f.p50), ms(f.p99))
+	return fmt.Sprintf("chaos: scenario=%s seed=%d acquisitions=%d overlaps=%d delays=%d stale-fences=%d wrong-votes=%d orphans=%d residue=%d success=%.1f p50=%.2f p99=%.2f",
+		name, seed, f.acquisitions, len(f.overlaps), len(f.delays), len(f.stale), f.wrongVotes, f.orphans, f.residue, f.success, ms(f.p50), ms(f.p99))
 }
 
 // logOverlaps shows the first few overlaps, times from the run's start.
@@ -630,6 +648,43 @@ func (r *chaosRun) logOverlaps(overlaps []chaosOverlap) {
 			shortKey(o.a.key), o.by.Round(time.Microsecond), o.holders,
 			o.a.client, holdKind(o.a), o.a.token, rel(o.a.acquired), rel(o.a.end()), o.a.nodes,
 			o.b.client, holdKind(o.b), o.b.token, rel(o.b.acquired), rel(o.b.end()), o.b.nodes)
+	}
+}
+
+// logDelays shows the first few violations of the minimum hold and the
+// lock-delay, and of fence validations, times from the run's start.
+func (r *chaosRun) logDelays(f chaosFigures) {
+	r.t.Helper()
+	for i, d := range f.delays {
+		if i == 5 {
+			r.t.Logf("... and %d more holds begun while another kept the key", len(f.delays)-i)
+			break
+		}
+		r.t.Logf("delay broken: %s", d.Format(r.start))
+	}
+	for i, s := range f.stale {
+		if i == 5 {
+			r.t.Logf("... and %d more stale fences validated", len(f.stale)-i)
+			break
+		}
+		r.t.Logf("stale fence validated: %s", s.Format(r.start))
+	}
+}
+
+// logInversions shows the first few fences out of order, with the nodes
+// that said yes to each hold.
+func (r *chaosRun) logInversions() {
+	r.t.Helper()
+	r.rec.mu.Lock()
+	holds := slices.Clone(r.rec.holds)
+	r.rec.mu.Unlock()
+	rel := func(t time.Time) time.Duration { return t.Sub(r.start).Round(time.Microsecond) }
+	for i, v := range history.FenceInversions(chaosHistory(holds)) {
+		if i == 5 {
+			break
+		}
+		p, n := holds[v.Prev.Index], holds[v.Next.Index]
+		r.t.Logf("fence inversion: %s; acquired at %v on nodes %v and at %v on nodes %v", v, rel(p.acquired), p.nodes, rel(n.acquired), n.nodes)
 	}
 }
 
@@ -677,11 +732,15 @@ func runChaosOnce(t *testing.T, sc chaosScenario, name string, sum *chaosSummary
 	r.cl = newChaosCluster(t, sc.cluster, r.rng, opts...)
 	if sc.mix {
 		r.mix = newMixRun(r, opts)
+		if sc.mixTune != nil {
+			sc.mixTune(r.mix)
+		}
 	}
 	r.sleep(sc.settle)
 	f := r.execute(sc.faults)
 	chaosPrint(t, chaosLine(name, r.seed, f))
 	r.logOverlaps(f.overlaps)
+	r.logDelays(f)
 	if sc.guard {
 		t.Logf("chaos-detail: scenario=%s guard %v", name, &r.guardLog)
 	}
@@ -698,8 +757,8 @@ func runChaosOnce(t *testing.T, sc chaosScenario, name string, sum *chaosSummary
 	}
 	switch {
 	case sc.control && sc.expect == findBroken:
-		if found = len(f.overlaps)+f.wrongVotes > 0; !found && last {
-			t.Errorf("the control did not break the model: got 0 overlaps and 0 wrong verdicts, want some; %s", replay)
+		if found = len(f.overlaps)+len(f.delays)+len(f.stale)+f.wrongVotes > 0; !found && last {
+			t.Errorf("the control did not break the model: got 0 overlaps, 0 delays broken, 0 stale fences validated and 0 wrong verdicts, want some; %s", replay)
 		}
 		return found
 	case sc.control && sc.expect == findWrong:
@@ -712,10 +771,20 @@ func runChaosOnce(t *testing.T, sc chaosScenario, name string, sum *chaosSummary
 			t.Errorf("the control did not break the model: got 0 overlaps, want some; %s", replay)
 		}
 		return found
+	case sc.outOfModel:
+		t.Logf("chaos-detail: scenario=%s out of the model: overlaps=%d whole-overlaps=%d delays=%d stale-fences=%d",
+			name, len(f.overlaps), f.wholeOverlaps, len(f.delays), len(f.stale))
 	case !sc.outOfModel:
 		sum.add(f)
 		if len(f.overlaps) > 0 {
 			t.Errorf("scenario %s (seed %d): got %d overlapping holders, want 0 (the first are logged above); %s", name, r.seed, len(f.overlaps), replay)
+		}
+		if len(f.delays) > 0 {
+			t.Errorf("scenario %s (seed %d): got %d holds begun while another kept the key under its minimum hold or lock-delay, want 0 (the first are logged above); %s",
+				name, r.seed, len(f.delays), replay)
+		}
+		if len(f.stale) > 0 {
+			t.Errorf("scenario %s (seed %d): got %d stale fences validated, want 0 (the first are logged above); %s", name, r.seed, len(f.stale), replay)
 		}
 		if sc.verdicts && f.wrongVotes > 0 {
 			t.Errorf("got %d wrong verdicts on Unlock, want 0; %s", f.wrongVotes, replay)
@@ -724,7 +793,13 @@ func runChaosOnce(t *testing.T, sc chaosScenario, name string, sum *chaosSummary
 			t.Errorf("got %d keys of failed acquisitions left at close, want 0; %s", f.orphans, replay)
 		}
 	}
+	if sc.assertWhole && f.wholeOverlaps > 0 {
+		t.Errorf("scenario %s (seed %d): got %d overlaps of a hold that every node had acknowledged, want 0; %s", name, r.seed, f.wholeOverlaps, replay)
+	}
 	// The mix takes fencing per call, so its fenced holds are checked too.
+	if f.inversions > 0 {
+		r.logInversions()
+	}
 	if (sc.fencing || sc.mix) && !sc.outOfModel && f.inversions > 0 {
 		t.Errorf("got %d fences that did not rise, want 0; %s", f.inversions, replay)
 	}
@@ -767,16 +842,26 @@ func (r *chaosRun) execute(faults func(*chaosRun)) chaosFigures {
 	// Requests still held by a proxy would reach the nodes during the
 	// scan: drop them. The Clients have given up on them.
 	r.cl.closeProxies()
-	f := r.rec.figures()
 	if r.mix != nil {
-		f.mix = r.mix.figures()
-		f.residue = r.mix.residue()
-	} else {
-		f.residue, f.orphans = r.residue()
+		// The residue first: it reports keys that outlive every TTL the
+		// mix sends as breaches, which the figures carry.
+		residue := r.mix.residue()
+		f := r.rec.figures()
+		f.mix, f.residue = r.mix.figures(), residue
+		r.detail(f)
+		return f
 	}
+	f := r.rec.figures()
+	f.residue, f.orphans = r.residue()
+	r.detail(f)
+	return f
+}
+
+// detail logs the run's detail line.
+func (r *chaosRun) detail(f chaosFigures) {
+	r.t.Helper()
 	r.t.Logf("chaos-detail: scenario=%s lock-calls=%d unlock-not-held=%d extended=%d fence-inversions=%d wrong-votes=%d orphans=%d%s",
 		r.name, r.rec.calls, r.rec.notHeld, r.rec.extended, f.inversions, f.wrongVotes, f.orphans, r.cl.proxyStats())
-	return f
 }
 
 // miniLoad fits the workload to miniredis under -race, where one Lua call

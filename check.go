@@ -77,7 +77,8 @@ type Finding struct {
 	//   - "persistence": it keeps acknowledged keys across a crash;
 	//   - "fsync-ack": with WithFsyncAck only, WAITAOF can confirm in time
 	//     that the node fsynced a write: the server has WAITAOF, appendonly is
-	//     on, and appendfsync fsyncs each write;
+	//     on, appendfsync fsyncs each write, and the user may run WAITAOF
+	//     and set the barrier keys under the key prefix;
 	//   - "clock": its clock runs at our rate (per node), and the nodes'
 	//     clocks agree (Node -1);
 	//   - "version": it is recent enough for the commands the library sends,
@@ -312,8 +313,10 @@ var checkScript = redis.NewScript(checkSrc)
 // which server it is and which of the commands the library uses when it
 // can it has. It only reads (ROLE, INFO, CONFIG GET, TIME, and a
 // script that returns 1), apart from a probe of the ACL that writes keys
-// and a release channel under the key prefix and deletes the keys at once,
-// and never changes a node's settings.
+// and a release channel under the key prefix and deletes the keys at once
+// (with WithFsyncAck, also the SET of a barrier key that expires after a
+// millisecond, as each vote's batch has, and a WAITAOF that waits for
+// nothing), and never changes a node's settings.
 //
 // The nodes are checked at once. Each gets as long as the node timeout, at
 // least 500ms, plus the 100ms between its two clock samples; a node that has
@@ -423,6 +426,12 @@ type probe struct {
 	// barrier publishes on the probe's barrier channel, with
 	// WithReplicaAck only (see transport.Acker).
 	barrier *redis.IntCmd
+	// mark sets the probe's barrier key as each vote's batch does, and
+	// waitAOF runs a WAITAOF that waits for nothing, with WithFsyncAck
+	// only (see transport.FsyncAcker): they find an ACL that refuses
+	// either, which fails every vote.
+	mark    *redis.Cmd
+	waitAOF *redis.Cmd
 	// cluster is CLUSTER INFO, for a Redis Cluster node only.
 	cluster *redis.StringCmd
 }
@@ -462,6 +471,12 @@ func (n *node) probe(ctx context.Context) *probe {
 	p.publish = pl.Publish(ctx, keyspace.Channel(pk), "redlock check")
 	if n.c.cfg.replicaAck > 0 {
 		p.barrier = pl.Publish(ctx, keyspace.Barrier(pk), "redlock check")
+	}
+	if n.c.cfg.fsyncAck {
+		p.mark = pl.Do(ctx, "set", keyspace.Barrier(pk), "", "px", 1)
+		// Without a local fsync or a replica to wait for, WAITAOF answers
+		// at once, even without an append-only file.
+		p.waitAOF = pl.Do(ctx, "waitaof", 0, 0, 1)
 	}
 	if n.cluster != nil {
 		p.cluster = pl.ClusterInfo(ctx)
@@ -521,6 +536,8 @@ type nodeFacts struct {
 	scriptErr  string           // a command the lock scripts run, refused inside the probe's script
 	chanDenied error            // NOPERM to the probe's release channel
 	barDenied  error            // NOPERM to the probe's barrier channel (WithReplicaAck)
+	markDenied error            // NOPERM to the probe's barrier key (WithFsyncAck)
+	waitAOF    error            // the probe's WAITAOF's error (WithFsyncAck)
 	errs       map[string]error // why a check could not read its setting, by check
 	aofKnown   bool             // AppendOnly was read
 	rewrite    string           // no-appendfsync-on-rewrite
@@ -583,6 +600,12 @@ func (n *node) facts(p *probe, second *clockSample, wait time.Duration) nodeFact
 		if err := p.barrier.Err(); redis.IsPermissionError(err) {
 			f.barDenied = err
 		}
+	}
+	if p.mark != nil {
+		if err := p.mark.Err(); redis.IsPermissionError(err) {
+			f.markDenied = err
+		}
+		f.waitAOF = p.waitAOF.Err()
 	}
 	if failed == len(p.cmds()) {
 		// Down, refused, unauthenticated, loading...: not a usable node.
@@ -1203,12 +1226,32 @@ func (c *Client) checkFsyncAck(f *nodeFacts, add addFunc) {
 		within /= 2
 		bound = fmt.Sprintf("a quarter of the node timeout, %v; WithReplicaAck's WAIT has another", c.cfg.nodeTimeout)
 	}
+	// What each vote's batch runs, refused by the ACL (see node.probe).
+	denied := false
+	if redis.IsPermissionError(f.waitAOF) {
+		denied = true
+		add(SeverityCritical, "fsync-ack", f, fmt.Sprintf("the user may not run WAITAOF (%v): "+
+			"with WithFsyncAck every vote of this node fails (ErrFsyncAck)", f.waitAOF),
+			"grant it to the client's user (ACL SETUSER <user> +waitaof), or turn WithFsyncAck off")
+	}
+	if f.markDenied != nil {
+		denied = true
+		p := c.cfg.keyPrefix
+		add(SeverityCritical, "fsync-ack", f, fmt.Sprintf("the user may not set the barrier keys under the key prefix %q (%v): "+
+			"each vote's WAITAOF follows a SET of one, which expires after a millisecond, so with WithFsyncAck "+
+			"every vote of this node fails (ErrFsyncAck)", p, f.markDenied),
+			fmt.Sprintf("allow the keys and SET: ACL SETUSER <user> ~%s* +set (see docs/DEPLOYMENT.md)", p))
+	}
 	features := featuresOf(f)
 	switch {
 	case features != nil && !slices.Contains(features, "WAITAOF"):
 		add(SeverityCritical, "fsync-ack", f, fmt.Sprintf("%s lacks WAITAOF, which Redis 7.2 and Valkey 7.2 brought: "+
 			"with WithFsyncAck every vote of this node fails (ErrFsyncAck)", serverName(f)),
 			"upgrade the node to Redis 7.2 or later, or to Valkey; or turn WithFsyncAck off")
+	case redis.HasErrorPrefix(f.waitAOF, "unknown command"):
+		add(SeverityCritical, "fsync-ack", f, fmt.Sprintf("the server does not know WAITAOF (%v): it came with Redis 7.2 "+
+			"and Valkey 7.2, and rename-command may hide it; with WithFsyncAck every vote of this node fails (ErrFsyncAck)", f.waitAOF),
+			"upgrade the node to Redis 7.2 or later, or to Valkey, and do not rename WAITAOF away; or turn WithFsyncAck off")
 	case !f.aofKnown:
 		add(SeverityInfo, "fsync-ack", f, fmt.Sprintf("could not read appendonly (%v): WithFsyncAck needs it on", f.errs["persistence"]),
 			"make sure by hand that appendonly is yes and appendfsync is always")
@@ -1239,7 +1282,7 @@ func (c *Client) checkFsyncAck(f *nodeFacts, add addFunc) {
 		add(SeverityInfo, "fsync-ack", f, fmt.Sprintf("appendonly yes and appendfsync always, but could not read the server's "+
 			"version (%v), so could not tell whether it has WAITAOF (Redis 7.2+, Valkey 7.2+)", f.errs["version"]),
 			"make sure by hand that the node runs Redis 7.2 or later, or Valkey")
-	default:
+	case !denied:
 		add(SeverityOK, "fsync-ack", f, "WAITAOF, appendonly yes, appendfsync always: each yes is confirmed fsynced at once", "")
 	}
 }

@@ -1,10 +1,13 @@
 package redlock
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlockgo/redlock/internal/redistest"
@@ -127,6 +130,71 @@ func TestCheckFsyncAckFindings(t *testing.T) {
 	r = judge(t, facts, WithFsyncAck(true), WithReplicaAck(1))
 	crit = requireOnly(t, r, SeverityCritical, "fsync-ack", 1, 2, 5)
 	require.Contains(t, crit[2].Message, "each after waiting 25ms")
+}
+
+// TestCheckFsyncAckACLFindings judges hand-made facts: with WithFsyncAck, a
+// user that may not run WAITAOF, or may not set the barrier keys that each
+// vote's WAITAOF follows, fails every vote, so each is critical under
+// fsync-ack, and the quorum finding counts those nodes as unable to take a
+// lock; a WAITAOF that the server does not know (renamed away) is critical
+// too. Without WithFsyncAck nothing is said of them.
+func TestCheckFsyncAckACLFindings(t *testing.T) {
+	noperm := replyErr(t, "NOPERM User locker has no permissions to run the 'waitaof' command")
+	unknown := replyErr(t, "ERR unknown command 'waitaof', with args beginning with: '0' '0' '1'")
+	mk := func() []nodeFacts {
+		f := []nodeFacts{healthy(0, 1), healthy(1, 1), healthy(2, 1), healthy(3, 1), healthy(4, 1)}
+		f[1].waitAOF = noperm
+		f[2].markDenied = replyErr(t, "NOPERM No permissions to access a key")
+		f[3].waitAOF = unknown
+		return f
+	}
+	require.True(t, redis.IsPermissionError(noperm), "the fake reply must read as NOPERM: %v", noperm)
+
+	r := judge(t, mk())
+	requireOnly(t, r, SeverityCritical, "fsync-ack")
+	requireOnly(t, r, SeverityOK, "quorum", -1)
+
+	r = judge(t, mk(), WithFsyncAck(true))
+	requireOnly(t, r, SeverityOK, "fsync-ack", 0, 4)
+	crit := requireOnly(t, r, SeverityCritical, "fsync-ack", 1, 2, 3)
+	require.Contains(t, crit[1].Message, "the user may not run WAITAOF (NOPERM")
+	require.Contains(t, crit[1].Fix, "+waitaof")
+	require.Contains(t, crit[2].Message, "the user may not set the barrier keys")
+	require.Contains(t, crit[2].Fix, "~* +set")
+	require.Contains(t, crit[3].Message, "the server does not know WAITAOF")
+	q := requireOnly(t, r, SeverityCritical, "quorum", -1)
+	for _, i := range []int{1, 2, 3} {
+		require.Contains(t, q[-1].Message, fmt.Sprintf("node %d (n%d) answered but cannot take a lock (see its \"fsync-ack\" finding)", i, i))
+	}
+
+	// Two refusals on one node are two findings, and a refusal hides no
+	// setting that fails the votes too.
+	f := mk()
+	f[1].markDenied, f[1].AppendFsync = f[2].markDenied, "no"
+	r = judge(t, f, WithFsyncAck(true))
+	var msgs []string
+	for _, fd := range r.Findings {
+		if fd.Node == 1 && fd.Check == "fsync-ack" {
+			require.Equal(t, SeverityCritical, fd.Severity, "%+v", fd)
+			msgs = append(msgs, fd.Message)
+		}
+	}
+	require.Len(t, msgs, 3, "node 1's fsync-ack findings: got %q, want WAITAOF, the barrier keys and appendfsync no", msgs)
+}
+
+// replyErr returns msg as go-redis reads an error reply of the server, so
+// that redis.IsPermissionError and redis.HasErrorPrefix judge it as they
+// judge a real one.
+func replyErr(t *testing.T, msg string) error {
+	t.Helper()
+	m := miniredis.RunT(t)
+	rc := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 1})
+	t.Cleanup(func() { _ = rc.Close() })
+	require.NoError(t, rc.Ping(t.Context()).Err())
+	m.SetError(msg)
+	err := rc.Ping(t.Context()).Err()
+	require.EqualError(t, err, msg)
+	return err
 }
 
 // The features of a server follow its name and version; a server that is

@@ -164,10 +164,20 @@ func refuseMinHold(msg string, check func([]string, *config) error) func([]strin
 	}
 }
 
-// checkOwner refuses the keys an owner lock cannot have.
-func checkOwner(keys []string, _ *config) error {
-	if len(keys) > 1 {
+// checkOwner refuses the keys and options an owner lock cannot have. A
+// minimum hold and a lock-delay are refused: they keep an acquisition's
+// field in the owner's key past its Unlock or its end, while the owner's
+// other acquisitions release the key by their own count (release.lua), so
+// the key would be freed before the minimum hold ended, or kept by a stale
+// field past a clean Unlock of the owner's next hold.
+func checkOwner(keys []string, cfg *config) error {
+	switch {
+	case len(keys) > 1:
 		return fmt.Errorf("%w: WithOwner locks one key; a multi-key lock cannot be reentrant", ErrInvalidOption)
+	case cfg.minHold > 0:
+		return fmt.Errorf("%w: WithMinHold cannot be used with WithOwner: the owner's other holds of the key would release it before the minimum hold ends", ErrInvalidOption)
+	case cfg.lockDelay > 0:
+		return fmt.Errorf("%w: WithLockDelay cannot be used with WithOwner: the owner re-enters a delayed key at once, and the stale hold would then keep the key past the next clean Unlock", ErrInvalidOption)
 	}
 	return nil
 }

@@ -300,6 +300,40 @@ func TestFsyncAckExtendAndRenewals(t *testing.T) {
 	require.NoError(t, ctlAuto.Unlock(ctx))
 }
 
+// TestFsyncAckNeedsNoBarrierChannel: the barrier before WAITAOF is a key,
+// not the channel that WithReplicaAck publishes on. A user that may
+// publish on the release channels only takes a lock with WithFsyncAck,
+// and Check finds nothing wrong with the node; the barrier keys are gone
+// from the nodes at once, leaving nothing for a scan of the key prefix to
+// find once the lock is released.
+func TestFsyncAckNeedsNoBarrierChannel(t *testing.T) {
+	requireValkey(t)
+	srv := redistest.StartN(t, 3, redistest.Options{Persistence: true})
+	ctx := t.Context()
+	cs := make([]redis.UniversalClient, len(srv))
+	admins := serverClients(t, srv)
+	for i, s := range srv {
+		require.NoError(t, admins[i].Do(ctx, "ACL", "SETUSER", "locker", "reset", "on", ">pw", "~*", "+@all", "&*released*").Err())
+		cs[i] = optClient(t, &redis.Options{Addr: s.Addr(), Username: "locker", Password: "pw"})
+	}
+	c := newClient(t, cs, WithFsyncAck(true))
+	l, err := c.TryLock(ctx, "fsync-no-channel")
+	require.NoError(t, err, "the user lacks only the barrier channel, which WAITAOF does not need")
+	require.NoError(t, l.Unlock(ctx))
+
+	r, err := c.Check(ctx)
+	require.NoError(t, err)
+	for _, f := range r.Findings {
+		require.Less(t, f.Severity, SeverityWarning, "got %s %s node %d: %s\n%s", f.Severity, f.Check, f.Node, f.Message, r)
+	}
+	for i, rc := range admins {
+		require.Eventually(t, func() bool {
+			n, err := rc.DBSize(ctx).Result()
+			return err == nil && n == 0
+		}, 5*time.Second, 10*time.Millisecond, "node %d keeps keys after the release: %v", i, rc.Keys(ctx, "*").Val())
+	}
+}
+
 // TestFsyncAckUnknownCommand: a node without WAITAOF (miniredis here)
 // fails every vote of WithFsyncAck with the error that names it, and the
 // same nodes vote yes without the option.

@@ -36,11 +36,14 @@ type replicaWait struct {
 	want     int
 	fsync    bool
 	within   time.Duration // half the node timeout
-	channel  string        // the target's barrier channel
+	channel  string        // the target's barrier: a channel for WAIT, a key for WAITAOF
 	acks     int64
 	ackErr   error
 	local    int64 // WAITAOF's local fsyncs: 1 once the node fsynced
 	fsyncErr error
+	// unfsynced is set once a batch's WAITAOF did not confirm (see
+	// FsyncAcked).
+	unfsynced bool
 }
 
 func (r *replicaWait) Replicas() int {
@@ -53,8 +56,18 @@ func (r *replicaWait) AckWithin() time.Duration { return r.within }
 func (r *replicaWait) Acked(n int64, err error) { r.acks, r.ackErr = n, err }
 func (r *replicaWait) Barrier() string          { return r.channel }
 
-func (r *replicaWait) Fsync() bool                       { return r != nil && r.fsync }
-func (r *replicaWait) FsyncAcked(local int64, err error) { r.local, r.fsyncErr = local, err }
+func (r *replicaWait) Fsync() bool { return r != nil && r.fsync && !r.unfsynced }
+
+// FsyncAcked keeps a batch's WAITAOF result. One that did not confirm
+// fails the job's vote, and the job's later batches (a GET check after a
+// resent SET, an EVAL after NOSCRIPT) wait for no fsync: the write it
+// covered may be the one the vote stands on (a resent SET that found its
+// first copy's key), and a second wait would only spend the rest of the
+// node timeout, so that the vote would fail as a timeout instead.
+func (r *replicaWait) FsyncAcked(local int64, err error) {
+	r.local, r.fsyncErr = local, err
+	r.unfsynced = err != nil || local < 1
+}
 
 // counted turns a yes into a failure when too few replicas acknowledged
 // it (ErrReplicaAck) or the node did not confirm its fsync (ErrFsyncAck):
@@ -414,7 +427,7 @@ func (j *releaseJob) finish(v int64, resent bool, err error) {
 // again and its last copy found nothing to release.
 var errResentRelease = errors.New("redlock: the release was sent again and found the key gone: the first copy may have released it")
 
-// extendJob extends a lock on one node, or tops it up there (see topup.go).
+// extendJob extends a lock on one node.
 type extendJob struct {
 	leg
 	l    *Lock
@@ -423,31 +436,15 @@ type extendJob struct {
 	args [9]any
 	evalFallback
 	*replicaWait
-	// asked is set once the job chose between extend.lua and topup.lua,
-	// and top when it chose topup.lua: the node never said yes. Both are
-	// written before the leg hears of the job.
-	asked, top bool
 }
 
 func (j *extendJob) Deadline() time.Time { return j.end }
 
-func (j *extendJob) Fail(err error) {
-	if j.top {
-		j.l.att.endTopUp(j.n.index, false)
-	}
-	j.leg.deliver(0, err)
-}
+func (j *extendJob) Fail(err error) { j.leg.deliver(0, err) }
 
 func (j *extendJob) Commands(cmds []redis.Cmder) []redis.Cmder {
 	l := j.l
-	if !j.asked {
-		j.asked, j.top = true, l.topUpOn(j.n.index)
-	}
-	if j.top {
-		j.cmd = l.evalTopUp(nil, j.eval, j.ttl)
-	} else {
-		j.cmd = l.t.evalExtend(j.args[:0], j.eval, l.att.value.arg, j.ttl)
-	}
+	j.cmd = l.t.evalExtend(j.args[:0], j.eval, l.att.value.arg, j.ttl)
 	return append(cmds, j.cmd)
 }
 
@@ -456,9 +453,6 @@ func (j *extendJob) Done(time.Time, time.Time) bool {
 		return true
 	}
 	v, err := j.cmd.Int64()
-	if j.top {
-		j.l.att.endTopUp(j.n.index, err == nil && v == 1)
-	}
 	if j.l.cfg.guard {
 		v, err = j.n.guarded(j.n.c, v, err)
 	}

@@ -314,8 +314,8 @@ func (l *Lock) heldValidOn(i int) bool {
 
 // Extend resets the lock's TTL to the full TTL on every node that still holds
 // its token. A Lua script compares the token, and never re-creates a key that
-// is gone. With WithTopUp (the default), the nodes that never said yes are
-// asked to take the key instead, and count from then on. Extend succeeds when a quorum of nodes extended before the current
+// is gone. With WithTopUp (the default), once it succeeded the nodes that
+// never said yes are asked to take the key, and count from then on. Extend succeeds when a quorum of nodes extended before the current
 // validity ended; Until then becomes the start of the extension plus the TTL,
 // minus the drift.
 //
@@ -395,20 +395,15 @@ func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
 		},
 	})
 	o.finish(nil)
-	// A top-up's no comes from a node that never held the lock: it says
-	// nothing of whether the lock is lost.
-	declined := 0
-	for i := range jobs {
-		if o.got[i] && jobs[i].top && o.votes[i].v == VoteNo {
-			declined++
-		}
-	}
-	e := extension{start: start, end: o.ended(), ttl: ttl, yes: o.yes, no: o.no - declined, declined: declined, ctxErr: o.ctxErr}
+	e := extension{start: start, end: o.ended(), ttl: ttl, yes: o.yes, no: o.no, ctxErr: o.ctxErr}
 	st := o.stats(OpExtend, l.name(), l.t.quorum)
 	st.Drift = clockDrift(ttl, cfg.driftFactor)
 	st.Validity = validity(ttl, st.Elapsed, st.Drift)
 
 	err := l.settleExtend(o, e, st)
+	if err == nil {
+		l.topUp(ttl)
+	}
 	if c.observer != nil {
 		st = o.withNodes(c, st)
 	}
@@ -446,10 +441,7 @@ func extendOptions(cfg *config, opts []ExtendOption) (time.Duration, error) {
 type extension struct {
 	start, end time.Time // of the round, on the Client's clock
 	ttl        time.Duration
-	// no counts the nodes that said they no longer hold the lock; declined
-	// the top-ups that a node refused (see topup.go), which are not in no:
-	// those nodes never held it.
-	yes, no, declined int
+	yes, no    int
 	// ctxErr is set when the caller's ctx ended the round (Extend only).
 	ctxErr error
 }
@@ -457,7 +449,7 @@ type extension struct {
 // stats returns the round's Stats, without Nodes.
 func (e *extension) stats(l *Lock) Stats {
 	drift := clockDrift(e.ttl, l.cfg.driftFactor)
-	return Stats{Op: OpExtend, Key: l.name(), Quorum: l.t.quorum, Yes: e.yes, No: e.no + e.declined,
+	return Stats{Op: OpExtend, Key: l.name(), Quorum: l.t.quorum, Yes: e.yes, No: e.no,
 		Elapsed: e.end.Sub(e.start), Drift: drift, Validity: validity(e.ttl, e.end.Sub(e.start), drift)}
 }
 

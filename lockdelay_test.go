@@ -46,13 +46,6 @@ var (
 		func(_ *testing.T, c *Client, key string) (*Lock, error) {
 			return c.TryLock(context.Background(), key, WithFencing(true))
 		}}
-	dkOwner = delayKind{"owner",
-		func(_ *testing.T, c *Client, key string, opts ...LockOption) (*Lock, error) {
-			return c.TryLock(context.Background(), key, append(opts, WithOwner("owner-a"))...)
-		},
-		func(_ *testing.T, c *Client, key string) (*Lock, error) {
-			return c.TryLock(context.Background(), key, WithOwner("owner-b"))
-		}}
 	dkReader = delayKind{"reader",
 		func(_ *testing.T, c *Client, key string, opts ...LockOption) (*Lock, error) {
 			return c.TryRLock(context.Background(), key, opts...)
@@ -74,8 +67,8 @@ var (
 			return s.TryAcquire(context.Background())
 		}}
 
-	dkExclusive = []delayKind{dkPlain, dkMulti, dkFenced, dkOwner}
-	dkAll       = []delayKind{dkPlain, dkMulti, dkFenced, dkOwner, dkReader, dkPermit}
+	dkExclusive = []delayKind{dkPlain, dkMulti, dkFenced}
+	dkAll       = []delayKind{dkPlain, dkMulti, dkFenced, dkReader, dkPermit}
 )
 
 // dkMultiKeys are the keys of a multi-key lock named key.
@@ -262,7 +255,7 @@ func TestLockDelayExpiredLockKeepsOthersOut(t *testing.T) {
 	srv, _ := realNodes(t, 3)
 	cl := realClients(t, srv, 2, WithTTL(time.Second))
 	const ttl, delay = time.Second, 5 * time.Second
-	cases := delayCases("delay-expired-", []delayKind{dkPlain, dkOwner, dkReader, dkPermit}, delay)
+	cases := delayCases("delay-expired-", []delayKind{dkPlain, dkReader, dkPermit}, delay)
 	// Every hold first, so that the test waits once for them all.
 	for i := range cases {
 		tc := &cases[i]
@@ -326,7 +319,7 @@ func TestLockDelayUnlockAfterValidityLeavesKeys(t *testing.T) {
 		cs[i] = s.NewClient(t)
 	}
 	const delay = 10 * time.Second
-	cases := delayCases("delay-late-unlock-", []delayKind{dkPlain, dkMulti, dkOwner, dkReader, dkPermit}, delay)
+	cases := delayCases("delay-late-unlock-", []delayKind{dkPlain, dkMulti, dkReader, dkPermit}, delay)
 	// Every hold first, so that the test waits once for them all.
 	for i := range cases {
 		tc := &cases[i]

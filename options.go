@@ -279,16 +279,18 @@ func WithMaxHold(d time.Duration) LockOption {
 	return lockSetting(func(c *config) { c.maxHold = d })
 }
 
-// WithTopUp chooses whether each extension, Extend's and auto-extension's
-// alike, also asks the nodes that did not vote yes to take the key, with
-// SET NX of the holder's own value, so that a lock won on exactly a quorum
-// grows to every node that is free. A node that joins counts from then on,
-// in Stats and Inspect, and keeps the lock when one of the original quorum
-// forgets it (an empty restart, a clock step, an eviction): without it,
-// that one loss lets a second client in. Top-up asks only while the lock is
-// valid, and never re-creates the key on a node that held it and lost it.
-// It applies to exclusive locks, plain, fenced, multi-key and owner locks;
-// readers and semaphore permits are not topped up. The default is on.
+// WithTopUp chooses whether each extension that wins, Extend's and
+// auto-extension's alike, is followed by asking the nodes that never voted
+// yes to take the key, with SET NX of the holder's own value, so that a
+// lock won on exactly a quorum grows to every node that is free. A node
+// that joins counts from then on (in Stats from the next round, and in
+// Inspect), and keeps the lock when one of the original quorum forgets it
+// (an empty restart, a clock step, an eviction): without it, that one loss
+// lets a second client in. Top-up asks only right after a quorum confirmed
+// the lock, and never re-creates the key on a node that held it and lost
+// it. It applies to exclusive locks, plain, fenced, multi-key and owner
+// locks; readers and semaphore permits are not topped up. The default is
+// on.
 func WithTopUp(enabled bool) LockOption {
 	return lockSetting(func(c *config) { c.topUp = enabled })
 }
@@ -304,8 +306,10 @@ func WithTopUp(enabled bool) LockOption {
 //
 // Every TTL sent for the hold is TTL+d: the acquisition's, Extend's,
 // auto-extension's and top-up's, so a lock that is kept alive is kept d
-// past its last extension. It applies to every kind of hold: plain,
-// multi-key, fenced and owner locks, readers and semaphore permits. With
+// past its last extension. It applies to plain, multi-key and fenced
+// locks, readers and semaphore permits; owner locks (WithOwner) refuse it
+// with ErrInvalidOption, since the owner re-enters a delayed key at once
+// and the stale hold would keep the key past the next clean Unlock. With
 // WithMaxHold, the validity still ends at the cap, and the keys live up to
 // d past it. With WithNodeGuard, the max TTL counts TTL+d. Client.Release
 // frees the keys at once all the same.
@@ -326,13 +330,14 @@ func WithLockDelay(d time.Duration) LockOption {
 // the local monotonic clock as the request goes out; it announces nothing,
 // and Unlock still returns nil when a quorum held the lock. d may be longer
 // than the TTL, with auto-extension: the release then lengthens the keys to
-// acquisition+d. The owner of an owner lock may take it again meanwhile, as
-// an owner always may. A lock that Close released before it was handed
-// out, and Client.Release, free the keys at once. With WithNodeGuard, the
-// max TTL counts d.
+// acquisition+d. A lock that Close released before it was handed out, and
+// Client.Release, free the keys at once. With WithNodeGuard, the max TTL
+// counts d. An extension already on its way when Unlock runs may land after
+// the release and lengthen the keys again, by up to one TTL.
 //
-// It applies to plain, multi-key, fenced and owner locks; RLock and
-// semaphores refuse it with ErrInvalidOption. The default, 0, is none; a
+// It applies to plain, multi-key and fenced locks; owner locks, RLock and
+// semaphores refuse it with ErrInvalidOption (an owner's other holds would
+// release the key before the minimum hold ends). The default, 0, is none; a
 // negative d, or one longer than WithMaxHold's cap, is refused with
 // ErrInvalidOption.
 func WithMinHold(d time.Duration) LockOption {

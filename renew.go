@@ -236,27 +236,22 @@ func (r *renewer) renew(batch []*Lock) {
 	}
 	yes := make([]int, len(live))
 	no := make([]int, len(live))
-	declined := make([]int, len(live))
 	for i := range c.nodes {
 		if !o.got[i] {
 			continue
 		}
 		for k, v := range jobs[i].votes {
-			switch {
-			case v == VoteYes:
+			switch v {
+			case VoteYes:
 				yes[k]++
-			case v == VoteNo && jobs[i].top != nil && jobs[i].top[k]:
-				// A top-up's no, from a node that never held the lock:
-				// it says nothing of whether the lock is lost.
-				declined[k]++
-			case v == VoteNo:
+			case VoteNo:
 				no[k]++
 			}
 		}
 	}
 	end := o.ended()
 	for k, l := range live {
-		l.settleRenewal(extension{start: start, end: end, ttl: liveTTL[k], yes: yes[k], no: no[k], declined: declined[k]},
+		l.settleRenewal(extension{start: start, end: end, ttl: liveTTL[k], yes: yes[k], no: no[k]},
 			func() []NodeVote { return renewalVotes(c, o, jobs, k) })
 	}
 }
@@ -289,9 +284,10 @@ func minTimeout(locks []*Lock) time.Duration {
 // settleRenewal applies one lock's renewal round (see settleExtension):
 // a new Until on a win, the loss of the lock when a quorum reports the token
 // gone, and otherwise a fast retry while validity lasts.
+// A won round is followed by the top-up (see topup.go).
 //
 // The round becomes the lock's Stats, with nodes its Nodes, so that a node
-// that a top-up made join shows there.
+// that a top-up made join shows there from the next round on.
 func (l *Lock) settleRenewal(e extension, nodes func() []NodeVote) {
 	c := l.c
 	st := e.stats(l)
@@ -314,6 +310,7 @@ func (l *Lock) settleRenewal(e extension, nodes func() []NodeVote) {
 	}
 	l.mu.Unlock()
 	if v == extWon {
+		l.topUp(e.ttl)
 		c.renewer.notify.extended(st, nil)
 		return
 	}
@@ -337,10 +334,6 @@ type renewJob struct {
 	ttls  []time.Duration
 	cmds  []*redis.Cmd
 	votes []Vote // one per lock; written before the leg hears of it
-	// top marks the locks that the node gets topup.lua for, not
-	// extend.lua: it never said yes to them (see topup.go). Nil when there
-	// are none; written before the leg hears of the job.
-	top []bool
 	evalFallback
 	// fsyncN and fsyncErr are the batch's WAITAOF result (WithFsyncAck).
 	fsyncN   int64
@@ -378,8 +371,8 @@ func (j *renewJob) Fsync() bool {
 // FsyncAcked keeps the batch's WAITAOF result.
 func (j *renewJob) FsyncAcked(n int64, err error) { j.fsyncN, j.fsyncErr = n, err }
 
-// Barrier is the barrier channel of the first lock that wants replicas or
-// fsyncs.
+// Barrier is the barrier of the first lock that wants replicas or fsyncs:
+// the channel of the WAIT's PUBLISH, the key of the WAITAOF's SET.
 func (j *renewJob) Barrier() string {
 	for _, l := range j.locks {
 		if l.cfg.replicaAck > 0 || l.cfg.fsyncAck {
@@ -418,35 +411,12 @@ func (j *renewJob) AckWithin() time.Duration {
 func (j *renewJob) Commands(cmds []redis.Cmder) []redis.Cmder {
 	if j.cmds == nil {
 		j.cmds = make([]*redis.Cmd, len(j.locks))
-		for i, l := range j.locks {
-			if l.topUpOn(j.n.index) {
-				if j.top == nil {
-					j.top = make([]bool, len(j.locks))
-				}
-				j.top[i] = true
-			}
-		}
 	}
 	for i, l := range j.locks {
-		if j.top != nil && j.top[i] {
-			j.cmds[i] = l.evalTopUp(nil, j.eval, j.ttls[i])
-		} else {
-			j.cmds[i] = l.t.evalExtend(nil, j.eval, l.att.value.arg, j.ttls[i])
-		}
+		j.cmds[i] = l.t.evalExtend(nil, j.eval, l.att.value.arg, j.ttls[i])
 		cmds = append(cmds, j.cmds[i])
 	}
 	return cmds
-}
-
-// endTopUps ends the top-ups of the batch on the node (see
-// attempt.endTopUp): yes says, per lock, whether the node holds it now;
-// nil, that none was confirmed.
-func (j *renewJob) endTopUps(yes func(k int) bool) {
-	for k, top := range j.top {
-		if top {
-			j.locks[k].att.endTopUp(j.n.index, yes != nil && yes(k))
-		}
-	}
 }
 
 // Done reads each lock's vote.
@@ -456,10 +426,6 @@ func (j *renewJob) Done(time.Time, time.Time) bool {
 		// every lock of the batch.
 		return true
 	}
-	j.endTopUps(func(k int) bool {
-		v, err := j.cmds[k].Int64()
-		return err == nil && v == 1
-	})
 	votes := make([]Vote, len(j.cmds))
 	for i, cmd := range j.cmds {
 		switch v, err := cmd.Int64(); {
@@ -478,10 +444,7 @@ func (j *renewJob) Done(time.Time, time.Time) bool {
 }
 
 // Fail fails every lock of the batch on the node.
-func (j *renewJob) Fail(err error) {
-	j.endTopUps(nil)
-	j.leg.deliver(0, err)
-}
+func (j *renewJob) Fail(err error) { j.leg.deliver(0, err) }
 
 // report keeps the votes, with a quarantined node's yes turned into a
 // failure, and answers the leg.

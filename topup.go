@@ -7,46 +7,53 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// This file is the quorum top-up (WithTopUp): with each extension of a
-// lock, Extend's and the renewer's, the nodes that never said yes are asked
-// to take the key (topup.lua) instead of extending it (extend.lua), so that
-// a lock won on exactly a quorum grows to every node that is free, and the
-// loss of one node of that quorum no longer lets a second client in.
+// This file is the quorum top-up (WithTopUp): once an extension of a lock
+// won, Extend's or the renewer's, the nodes that never said yes are asked
+// to take the key (topup.lua), so that a lock won on exactly a quorum grows
+// to every node that is free, and the loss of one node of that quorum no
+// longer lets a second client in.
 //
 // Where a top-up may go:
-//   - only while the lock is valid: the extensions that carry it go out
-//     before Until (Extend and the renewer refuse past it);
+//   - only right after an extension won: a quorum just confirmed that it
+//     holds the token, so the lock is valid, and it was not released by
+//     token (Client.Release) on a quorum before that round;
 //   - only to a node that never said yes (Lock.held): one that held the key
-//     and lost it gets extend.lua, which never re-creates a key, since the
-//     key may have been released by token there, or taken by the next
-//     holder;
+//     and lost it is never asked again, since the key may have been
+//     released by token there, or taken by the next holder;
 //   - never once the release of the lock began, and never ahead of it: a
 //     top-up is a request of the won attempt in flight, like its acquire,
 //     so that Unlock's release to that node waits for its reply (see
-//     attempt.claimRelease) and cannot be overtaken by it.
+//     attempt.claimRelease) rather than overtake it.
 //
 // A node that answers yes is held from then on: later extensions extend it,
-// Unlock releases it, and the rounds count it.
+// and count it, and Unlock releases it. The top-ups are not part of the
+// extension's round: they add a request to the nodes that need one, after
+// it, and no round trip to the extension.
 
-// topUpOn reports whether an extension of l sends a top-up to node i
-// rather than an extension, and if so counts the request in flight on the
-// node (see attempt.beginTopUp). Only the calling job's Commands calls it,
-// once per lock and node.
-func (l *Lock) topUpOn(i int) bool {
+// topUp asks the nodes that never said yes to l to take it, for ttl, the
+// TTL of the extension that just won. It does not wait for the answers.
+func (l *Lock) topUp(ttl time.Duration) {
 	if !l.cfg.topUp || !l.t.fl.topUp || l.byToken {
-		return false
+		return
 	}
-	l.mu.Lock()
-	held := l.held[i]
-	l.mu.Unlock()
-	return !held && l.att.beginTopUp(i)
+	c := l.c
+	for i := range c.nodes {
+		l.mu.Lock()
+		held := l.held[i]
+		l.mu.Unlock()
+		if held || !l.att.beginRequest(i) {
+			continue
+		}
+		j := &topUpJob{l: l, ttl: ttl, end: time.Now().Add(l.cfg.nodeTimeout), i: i}
+		c.nodes[i].pipe.Submit(j)
+	}
 }
 
-// beginTopUp counts a top-up request in flight on node i, unless the
-// release of the won attempt began there: Unlock's release then waits for
-// it (claimRelease), and the late handler's machinery sends it once the
-// reply came. It reports whether the top-up may go.
-func (at *attempt) beginTopUp(i int) bool {
+// beginRequest counts a request of the won attempt in flight on node i (a
+// top-up), unless the release of the lock began: Unlock's release to the
+// node then waits for it (claimRelease), and goes out once its reply came
+// (endRequest). It reports whether the request may go.
+func (at *attempt) beginRequest(i int) bool {
 	a := at.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -59,17 +66,17 @@ func (at *attempt) beginTopUp(i int) bool {
 	return true
 }
 
-// endTopUp ends a top-up request on node i that beginTopUp counted: it
-// answered (yes when the node holds the key for the lock now), failed, or
-// was never sent. A yes marks the node held, unless the release began; a
+// endRequest ends a request on node i that beginRequest counted: it
+// answered (held when the node holds the lock now), failed, or was never
+// sent. A node that holds it is marked held, unless the release began; a
 // release that waited for the request goes out now.
-func (at *attempt) endTopUp(i int, yes bool) {
+func (at *attempt) endRequest(i int, held bool) {
 	a := at.a
 	a.mu.Lock()
 	a.busy[i]--
 	at.inflight[i]--
 	at.wakeLocked()
-	markHeld := yes && !at.unlocking
+	markHeld := held && !at.unlocking
 	parked := at.unparkLocked(i)
 	a.mu.Unlock()
 	if markHeld {
@@ -78,6 +85,34 @@ func (at *attempt) endTopUp(i int, yes bool) {
 	if parked != nil {
 		at.sendParked(parked)
 	}
+}
+
+// topUpJob asks node i to take a lock (topup.lua), and reports the answer
+// to the lock's attempt. No round waits for it.
+type topUpJob struct {
+	l   *Lock
+	ttl time.Duration
+	end time.Time
+	i   int
+	cmd *redis.Cmd
+	evalFallback
+}
+
+func (j *topUpJob) Deadline() time.Time { return j.end }
+func (j *topUpJob) Fail(error)          { j.l.att.endRequest(j.i, false) }
+
+func (j *topUpJob) Commands(cmds []redis.Cmder) []redis.Cmder {
+	j.cmd = j.l.evalTopUp(nil, j.eval, j.ttl)
+	return append(cmds, j.cmd)
+}
+
+func (j *topUpJob) Done(time.Time, time.Time) bool {
+	if j.resendAsEval(j.cmd) {
+		return true
+	}
+	v, err := j.cmd.Int64()
+	j.l.att.endRequest(j.i, err == nil && v == 1)
+	return false
 }
 
 // evalTopUp builds topup.lua's command for the target's hold with attempt

@@ -158,6 +158,10 @@ func TestFenceInversions(t *testing.T) {
 	h := func(key string, ms int, fence uint64) Hold {
 		return fenced(fence, Hold{Key: key, Holder: fmt.Sprint(ms), Acquired: c.at(ms)})
 	}
+	// hold is a hold of key a with a window, released at rel.
+	hold := func(ms int, fence uint64, rel int) Hold {
+		return fenced(fence, c.hold("a", ms, 1000, rel))
+	}
 	cases := []struct {
 		name  string
 		holds []Hold
@@ -167,6 +171,11 @@ func TestFenceInversions(t *testing.T) {
 		{"a repeat and a step back", []Hold{h("a", 2, 3), h("a", 0, 3), h("a", 5, 2)}, [][2]int{{1, 0}, {0, 2}}},
 		{"unfenced holds", []Hold{h("a", 0, 0), h("a", 1, 0)}, nil},
 		{"keys are apart", []Hold{h("a", 0, 5), h("b", 1, 1)}, nil},
+		{"below an earlier fence but the last", []Hold{h("a", 0, 5), h("a", 1, 3), h("a", 2, 4)}, [][2]int{{0, 1}, {0, 2}}},
+		{"one owner, nested", []Hold{owned("o", hold(0, 5, 100)), owned("o", hold(10, 4, 20))}, nil},
+		{"one owner, not nested", []Hold{owned("o", hold(0, 5, 10)), owned("o", hold(10, 4, 20))}, [][2]int{{0, 1}}},
+		{"another owner, nested", []Hold{owned("o", hold(0, 5, 100)), owned("p", hold(10, 4, 20))}, [][2]int{{0, 1}}},
+		{"one owner, nested, then another", []Hold{owned("o", hold(0, 5, 100)), owned("o", hold(10, 4, 20)), hold(100, 5, 120)}, [][2]int{{0, 2}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -230,6 +239,169 @@ func TestLateDone(t *testing.T) {
 				t.Errorf("got index %d, want 1", got[0].Index)
 			}
 		})
+	}
+}
+
+// minHold gives a hold a minimum hold of d counted from start, with a
+// confirmed release at its Released time (see Hold.Unlocked).
+func (c clock) minHold(d, start int, h Hold) Hold {
+	h.MinHold, h.Start = time.Duration(d)*time.Millisecond, c.at(start)
+	if !h.Released.IsZero() {
+		h.Unlocked = h.Released.Add(time.Millisecond)
+	}
+	return h
+}
+
+func lockDelay(d int, h Hold) Hold { h.LockDelay = time.Duration(d) * time.Millisecond; return h }
+
+// TestKept shows which rule keeps a key past a hold's window, and until
+// when: a minimum hold only after a confirmed release made while valid, a
+// lock-delay only after a hold that was not released while valid.
+func TestKept(t *testing.T) {
+	c := newClock()
+	const slack = 5 * time.Millisecond
+	unconfirmed := c.minHold(300, 0, c.hold("k", 2, 100, 10))
+	unconfirmed.Unlocked = time.Time{}
+	cases := []struct {
+		name string
+		h    Hold
+		want time.Time
+		rule string
+	}{
+		{"no rule", c.hold("k", 0, 100, 10), c.at(10), ""},
+		{"min-hold after a release", c.minHold(300, 0, c.hold("k", 2, 100, 10)), c.at(295), "min-hold"},
+		{"min-hold shorter than the window", c.minHold(8, 0, c.hold("k", 2, 100, 10)), c.at(10), ""},
+		{"min-hold, release not confirmed", unconfirmed, c.at(10), ""},
+		{"min-hold, left to expire", c.minHold(300, 0, c.hold("k", 2, 100, -1)), c.at(100), ""},
+		{"lock-delay, expired", lockDelay(50, c.hold("k", 0, 100, -1)), c.at(145), "lock-delay"},
+		{"lock-delay, released past Until", lockDelay(50, c.hold("k", 0, 100, 120)), c.at(145), "lock-delay"},
+		{"lock-delay, released at Until", lockDelay(50, c.hold("k", 0, 100, 100)), c.at(145), "lock-delay"},
+		{"lock-delay, released while valid", lockDelay(50, c.hold("k", 0, 100, 99)), c.at(99), ""},
+		{"both, the later wins", lockDelay(50, c.minHold(300, 0, c.hold("k", 2, 100, -1))), c.at(145), "lock-delay"},
+	}
+	for _, tc := range cases {
+		got, rule := tc.h.Kept(slack)
+		if !got.Equal(tc.want) || rule != tc.rule {
+			t.Errorf("%s: got kept until %v by %q, want %v by %q", tc.name, got.Sub(c.t0), rule, tc.want.Sub(c.t0), tc.rule)
+		}
+	}
+}
+
+// TestDelays shows that the check of the minimum hold and the lock-delay
+// can fail: a hold that begins while another keeps the key under either
+// rule, where the two may not share it, is reported, and only then. Each
+// case that wants a violation is the negative control of a rule; each that
+// wants none shows that it does not overreach.
+func TestDelays(t *testing.T) {
+	c := newClock()
+	h := c.hold
+	const slack = 5 * time.Millisecond
+	cases := []struct {
+		name  string
+		holds []Hold
+		want  [][2]int // indexes of A and B of each violation
+		rules []string
+	}{
+		{"none", nil, nil, nil},
+		{"min-hold kept", []Hold{c.minHold(200, 0, h("k", 1, 300, 10)), h("k", 195, 400, 210)}, nil, nil},
+		{"min-hold broken", []Hold{c.minHold(200, 0, h("k", 1, 300, 10)), h("k", 150, 400, 160)}, [][2]int{{0, 1}}, []string{"min-hold"}},
+		{"min-hold broken within the slack", []Hold{c.minHold(200, 0, h("k", 1, 300, 10)), h("k", 196, 400, 210)}, nil, nil},
+		{"min-hold, other key", []Hold{c.minHold(200, 0, h("k", 1, 300, 10)), h("j", 150, 400, 160)}, nil, nil},
+		{"min-hold, the same owner", []Hold{owned("o", c.minHold(200, 0, h("k", 1, 300, 10))), owned("o", h("k", 150, 400, 160))}, nil, nil},
+		{"min-hold, another owner", []Hold{owned("o", c.minHold(200, 0, h("k", 1, 300, 10))), owned("p", h("k", 150, 400, 160))}, [][2]int{{0, 1}}, []string{"min-hold"}},
+		{"min-hold, a reader after", []Hold{c.minHold(200, 0, h("k", 1, 300, 10)), reader(h("k", 150, 400, 160))}, [][2]int{{0, 1}}, []string{"min-hold"}},
+		{"min-hold, an overlap is not a delay", []Hold{c.minHold(200, 0, h("k", 1, 300, 100)), h("k", 50, 400, 60)}, nil, nil},
+		{"lock-delay kept", []Hold{lockDelay(100, h("k", 0, 100, -1)), h("k", 196, 400, 210)}, nil, nil},
+		{"lock-delay broken after expiry", []Hold{lockDelay(100, h("k", 0, 100, -1)), h("k", 150, 400, 160)}, [][2]int{{0, 1}}, []string{"lock-delay"}},
+		{"lock-delay broken after an overrun", []Hold{lockDelay(100, h("k", 0, 100, 130)), h("k", 150, 400, 160)}, [][2]int{{0, 1}}, []string{"lock-delay"}},
+		{"lock-delay, released while valid", []Hold{lockDelay(100, h("k", 0, 100, 50)), h("k", 60, 400, 70)}, nil, nil},
+		{"lock-delay, readers share", []Hold{reader(lockDelay(100, h("k", 0, 100, -1))), reader(h("k", 150, 400, 160))}, nil, nil},
+		{"lock-delay of a reader, a writer after", []Hold{reader(lockDelay(100, h("k", 0, 100, -1))), h("k", 150, 400, 160)}, [][2]int{{0, 1}}, []string{"lock-delay"}},
+		{"lock-delay of an empty window", []Hold{lockDelay(100, h("k", 0, -10, -1)), h("k", 50, 400, 60)}, [][2]int{{0, 1}}, []string{"lock-delay"}},
+		{"lock-delay, a permit after a lock", []Hold{lockDelay(100, h("k", 0, 100, -1)), permit(2, h("k", 150, 400, 160))}, [][2]int{{0, 1}}, []string{"lock-delay"}},
+		{"permits of two, one kept", []Hold{permit(2, lockDelay(100, h("k", 0, 100, -1))), permit(2, h("k", 120, 400, 300)), permit(2, h("k", 150, 400, 160))}, [][2]int{{0, 2}}, []string{"lock-delay"}},
+		{"permits of three, one kept", []Hold{permit(3, lockDelay(100, h("k", 0, 100, -1))), permit(3, h("k", 120, 400, 300)), permit(3, h("k", 150, 400, 160))}, nil, nil},
+		{"permits of two, both open", []Hold{permit(2, h("k", 0, 400, 300)), permit(2, h("k", 120, 400, 300)), permit(2, h("k", 150, 400, 160))}, nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Delays(tc.holds, slack)
+			var ps [][2]int
+			var rules []string
+			for _, d := range got {
+				ps = append(ps, [2]int{d.A.Index, d.B.Index})
+				rules = append(rules, d.Rule)
+				if d.A.Hold != tc.holds[d.A.Index] || d.B.Hold != tc.holds[d.B.Index] {
+					t.Errorf("violation %v: its holds are not those at its indexes", d)
+				}
+			}
+			if fmt.Sprint(ps) != fmt.Sprint(tc.want) || fmt.Sprint(rules) != fmt.Sprint(tc.rules) {
+				t.Fatalf("got violations %v by %v, want %v by %v", ps, rules, tc.want, tc.rules)
+			}
+		})
+	}
+	got := Delays([]Hold{c.minHold(200, 0, h("k", 1, 300, 10)), h("k", 150, 400, 160)}, slack)
+	if got[0].Early != 45*time.Millisecond || got[0].Holders != 2 {
+		t.Errorf("got %+v, want a violation by 45ms with 2 holders", got[0])
+	}
+	if s := got[0].Format(c.t0); !strings.Contains(s, "min-hold broken by 45ms") {
+		t.Errorf("got message %q", s)
+	}
+}
+
+// TestStaleValidations shows that the check of fence validations can fail:
+// a validation that said a fence was live after a newer fence had been
+// handed out, or after its hold was released, is reported; one that said so
+// within the minimum hold, while another hold of the same owner held the
+// key, or before the newer fence came, is not, and a stale verdict never is.
+func TestStaleValidations(t *testing.T) {
+	c := newClock()
+	const slack, linger = 5 * time.Millisecond, 50 * time.Millisecond
+	released := fenced(7, c.hold("k", 0, 300, 100))
+	released.Unlocked = c.at(102)
+	v := func(hold, called int, fence uint64, valid bool) Validation {
+		return Validation{Key: "k", Fence: fence, Hold: hold, Holder: fmt.Sprint(hold), Called: c.at(called), Returned: c.at(called + 3), Valid: valid}
+	}
+	cases := []struct {
+		name  string
+		holds []Hold
+		vs    []Validation
+		want  []string // reasons, in order
+	}{
+		{"while held", []Hold{released}, []Validation{v(0, 50, 7, true)}, nil},
+		{"during the release", []Hold{released}, []Validation{v(0, 101, 7, true)}, nil},
+		{"after the release", []Hold{released}, []Validation{v(0, 103, 7, true)}, []string{"released"}},
+		{"after the release, said stale", []Hold{released}, []Validation{v(0, 103, 7, false)}, nil},
+		{"after the release, hold unknown", []Hold{released}, []Validation{v(-1, 103, 7, true)}, nil},
+		{"a release not confirmed", []Hold{fenced(7, c.hold("k", 0, 300, 100))}, []Validation{v(0, 103, 7, true)}, nil},
+		{"within the min-hold", []Hold{c.minHold(200, 0, released)}, []Validation{v(0, 150, 7, true)}, nil},
+		{"after the min-hold", []Hold{c.minHold(200, 0, released)}, []Validation{v(0, 206, 7, true)}, []string{"released"}},
+		{"a newer fence, after", []Hold{released, fenced(9, c.hold("k", 110, 400, 200))}, []Validation{v(0, 50, 7, true)}, nil},
+		{"a newer fence, before", []Hold{fenced(7, c.hold("k", 0, 300, -1)), fenced(9, c.hold("k", 40, 400, 200))}, []Validation{v(0, 50, 7, true)}, []string{"newer fence"}},
+		{"a newer fence of a reader", []Hold{fenced(7, c.hold("k", 0, 300, -1)), reader(fenced(9, c.hold("k", 40, 400, 200)))}, []Validation{v(0, 50, 7, true)}, nil},
+		{"a newer fence on another key", []Hold{fenced(7, c.hold("k", 0, 300, -1)), fenced(9, c.hold("j", 40, 400, 200))}, []Validation{v(0, 50, 7, true)}, nil},
+		{"an older fence", []Hold{fenced(7, c.hold("k", 0, 300, -1)), fenced(5, c.hold("k", 40, 400, 200))}, []Validation{v(0, 50, 7, true)}, nil},
+		{"an owner still at the key", []Hold{owned("o", released), owned("o", fenced(6, c.hold("k", 0, 300, -1)))}, []Validation{v(0, 150, 7, true)}, nil},
+		{"an owner gone from the key", []Hold{owned("o", released), owned("o", fenced(6, c.hold("k", 0, 90, -1)))}, []Validation{v(0, 150, 7, true)}, []string{"released"}},
+		{"another owner at the key", []Hold{owned("o", released), owned("p", c.hold("k", 0, 300, -1))}, []Validation{v(0, 150, 7, true)}, []string{"released"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, s := range StaleValidations(tc.holds, tc.vs, slack, linger) {
+				got = append(got, s.Reason)
+				if s.By.Hold != tc.holds[s.By.Index] || s.Validation != tc.vs[s.Index] {
+					t.Errorf("%+v: its hold or validation is not the one at its index", s)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("got stale validations %v, want %v", got, tc.want)
+			}
+		})
+	}
+	got := StaleValidations([]Hold{released}, []Validation{v(0, 103, 7, true)}, slack, linger)
+	if s := got[0].Format(c.t0); !strings.Contains(s, "validated fence 7 in [103ms, 106ms), but released") {
+		t.Errorf("got message %q", s)
 	}
 }
 

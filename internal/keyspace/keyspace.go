@@ -1,5 +1,6 @@
 // Package keyspace names the keys and channels that redlock derives from a
-// lock key: the waiting marker, the fence counter and the release channel.
+// lock key: the waiting marker, the fence counter, the release channel and
+// the barrier.
 //
 // A derived name is the lock key, then Reserved, then what it is, then a
 // hash tag when the lock key has none:
@@ -64,11 +65,16 @@ func Fence(key string) string { return derive(key, fence) }
 // channel (SPUBLISH), in key's hash slot.
 func Channel(key string) string { return derive(key, released) }
 
-// Barrier names the pub/sub channel on which a batch that waits for replicas
-// (WAIT) first publishes, with nobody listening. PUBLISH is replicated, so
-// it moves the connection's WAIT offset past every write the server made
-// before it, which a command that writes nothing does not do from Redis
-// 7.2 on.
+// Barrier names the barrier of a batch that waits for acknowledgements, a
+// channel and a key of the same name (Redis keeps the two apart). A batch
+// that waits for replicas (WAIT) first publishes on the channel, with
+// nobody listening: PUBLISH is replicated, so it moves the connection's
+// WAIT offset past every write the server made before it, which a command
+// that writes nothing does not do from Redis 7.2 on. A batch that waits for
+// an fsync (WAITAOF) first sets the key, to an empty string that expires
+// after a millisecond: PUBLISH never reaches the append-only file, while a
+// SET always does, so WAITAOF then waits for an fsync past every earlier
+// write. Nothing else uses the key, and it is gone at once.
 func Barrier(key string) string { return derive(key, replicated) }
 
 func derive(key, kind string) string {

@@ -99,15 +99,21 @@ type Acker interface {
 }
 
 // FsyncAcker is a job whose writes must be fsynced to the node's
-// append-only file before they count. A batch that holds one ends with the
-// barrier PUBLISH (see Acker) and one WAITAOF 1 0, after the WAIT when an
-// Acker asks for replicas too, bounded as the WAIT is; when both go out,
-// each gets half of that bound, so that together they still end in time.
-// Each FsyncAcker is told the result before Done.
+// append-only file before they count. A batch that holds one ends with a
+// barrier write, SET <barrier> "" PX 1, and one WAITAOF 1 0, after the WAIT
+// when an Acker asks for replicas too, bounded as the WAIT is; when both go
+// out, each gets half of that bound, so that together they still end in
+// time. Each FsyncAcker is told the result before Done.
 //
-// WAITAOF, as WAIT does, waits for the connection's last write: the
-// PUBLISH moves it past a write that a copy of the job made on another
-// connection.
+// WAITAOF waits for the fsync of the connection's last command that was
+// propagated. A job may succeed without writing: go-redis sent it twice,
+// and the copy on another connection wrote first; on a connection that has
+// written nothing, WAITAOF confirms at once. The barrier PUBLISH does not
+// help here: it is propagated to replicas only, never to the append-only
+// file, and not at all by a master without replicas or backlog. The SET
+// always writes, so the server always propagates it, to the file too, and
+// WAITAOF then waits for an fsync past the other copy's write. Its key
+// expires within a millisecond.
 type FsyncAcker interface {
 	// Fsync reports whether the job needs the WAITAOF.
 	Fsync() bool
@@ -115,9 +121,11 @@ type FsyncAcker interface {
 	AckWithin() time.Duration
 	// FsyncAcked records the first element of WAITAOF's reply, 1 once the
 	// node fsynced the batch's writes and 0 when it did not in time, or
-	// the error of the WAITAOF or of the PUBLISH before it.
+	// the error of the WAITAOF or of the barrier SET before it.
 	FsyncAcked(local int64, err error)
-	// Barrier is the channel to publish on before the WAITAOF.
+	// Barrier is the key to write before the WAITAOF: one the job's user
+	// may write, that nothing else uses. An Acker's Barrier names the
+	// channel of its PUBLISH; a job that is both names both with one name.
 	Barrier() string
 }
 
@@ -338,16 +346,8 @@ func (p *Pipe) run(batch []Job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 			}
 		}
 	}
-	publish, wait, waitAOF := waitCmds(live, now)
-	if publish != nil {
-		cmds = append(cmds, publish)
-	}
-	if wait != nil {
-		cmds = append(cmds, wait)
-	}
-	if waitAOF != nil {
-		cmds = append(cmds, waitAOF)
-	}
+	tail := waitCmds(live, now)
+	cmds = tail.append(cmds)
 	ctx := context.Background()
 	if p.deadlines {
 		var cancel context.CancelFunc
@@ -373,11 +373,11 @@ func (p *Pipe) run(batch []Job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 	clear(cmds)
 	var acks int64
 	var ackErr error
-	if wait != nil {
-		if acks, ackErr = wait.Result(); ackErr != nil {
+	if tail.wait != nil {
+		if acks, ackErr = tail.wait.Result(); ackErr != nil {
 			ackErr = fmt.Errorf("WAIT failed: %w", ackErr)
 		}
-		if err := publish.Err(); err != nil {
+		if err := tail.publish.Err(); err != nil {
 			// Without the barrier the WAIT may not cover a write that a
 			// copy of the request made on another connection (Redis 7.2
 			// and later): it proves nothing.
@@ -386,16 +386,16 @@ func (p *Pipe) run(batch []Job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 	}
 	var local int64
 	var fsyncErr error
-	if waitAOF != nil {
-		local, fsyncErr = aofResult(waitAOF, publish)
+	if tail.waitAOF != nil {
+		local, fsyncErr = aofResult(tail.waitAOF, tail.mark)
 	}
 	for _, j := range live {
-		if wait != nil {
+		if tail.wait != nil {
 			if a, ok := j.(Acker); ok && a.Replicas() > 0 {
 				a.Acked(acks, ackErr)
 			}
 		}
-		if waitAOF != nil {
+		if tail.waitAOF != nil {
 			if a, ok := j.(FsyncAcker); ok && a.Fsync() {
 				a.FsyncAcked(local, fsyncErr)
 			}
@@ -409,19 +409,46 @@ func (p *Pipe) run(batch []Job, cmds []redis.Cmder, pl redis.Pipeliner, ln *link
 	return cmds
 }
 
+// ackCmds are the commands that end a batch whose jobs need replicas to
+// acknowledge their writes, or the node to fsync them, in the order they
+// go out; each is nil when no job needs it.
+type ackCmds struct {
+	publish *redis.IntCmd      // the barrier PUBLISH, for the WAIT (see Acker)
+	mark    *redis.StatusCmd   // the barrier SET, for the WAITAOF (see FsyncAcker)
+	wait    *redis.IntCmd      // WAIT
+	waitAOF *redis.IntSliceCmd // WAITAOF
+}
+
+// append appends the commands that are not nil.
+func (a *ackCmds) append(cmds []redis.Cmder) []redis.Cmder {
+	if a.publish != nil {
+		cmds = append(cmds, a.publish)
+	}
+	if a.mark != nil {
+		cmds = append(cmds, a.mark)
+	}
+	if a.wait != nil {
+		cmds = append(cmds, a.wait)
+	}
+	if a.waitAOF != nil {
+		cmds = append(cmds, a.waitAOF)
+	}
+	return cmds
+}
+
 // waitCmds returns the commands that end a batch whose jobs need replicas
-// to acknowledge their writes, or the node to fsync them: a PUBLISH on a
-// barrier channel, then the WAIT (see Acker) and the WAITAOF (see
-// FsyncAcker), each nil when no job needs it.
+// to acknowledge their writes, or the node to fsync them: a PUBLISH on the
+// barrier channel and a SET of the barrier key, then the WAIT (see Acker)
+// and the WAITAOF (see FsyncAcker). The barrier is the first such job's.
 //
 // The timeout is the shortest AckWithin of those jobs, cut to what is left
 // until the earliest of their deadlines, halved when both the WAIT and the
 // WAITAOF go out, and at least a millisecond: WAIT 0 would block for ever.
-func waitCmds(live []Job, now time.Time) (publish, wait *redis.IntCmd, waitAOF *redis.IntSliceCmd) {
+func waitCmds(live []Job, now time.Time) ackCmds {
 	most := 0
 	fsync := false
 	var within time.Duration
-	channel := ""
+	barrier := ""
 	for _, j := range live {
 		a, ok := j.(Acker)
 		replicas := ok && a.Replicas() > 0
@@ -438,11 +465,11 @@ func waitCmds(live []Job, now time.Time) (publish, wait *redis.IntCmd, waitAOF *
 			w = f.AckWithin()
 		}
 		fsync = fsync || fs
-		if channel == "" {
+		if barrier == "" {
 			if replicas {
-				channel = a.Barrier()
+				barrier = a.Barrier()
 			} else {
-				channel = f.Barrier()
+				barrier = f.Barrier()
 			}
 		}
 		w = min(w, j.Deadline().Sub(now))
@@ -450,31 +477,33 @@ func waitCmds(live []Job, now time.Time) (publish, wait *redis.IntCmd, waitAOF *
 			within = w
 		}
 	}
+	var a ackCmds
 	if most == 0 && !fsync {
-		return nil, nil, nil
+		return a
 	}
 	if most > 0 && fsync {
 		within /= 2
 	}
 	ms := max(within.Milliseconds(), 1)
 	ctx := context.Background()
-	publish = redis.NewIntCmd(ctx, "publish", channel, "redlock")
 	if most > 0 {
-		wait = redis.NewIntCmd(ctx, "wait", most, ms)
+		a.publish = redis.NewIntCmd(ctx, "publish", barrier, "redlock")
+		a.wait = redis.NewIntCmd(ctx, "wait", most, ms)
 	}
 	if fsync {
-		waitAOF = redis.NewIntSliceCmd(ctx, "waitaof", 1, 0, ms)
+		a.mark = redis.NewStatusCmd(ctx, "set", barrier, "", "px", 1)
+		a.waitAOF = redis.NewIntSliceCmd(ctx, "waitaof", 1, 0, ms)
 	}
-	return publish, wait, waitAOF
+	return a
 }
 
 // aofResult reads a batch's WAITAOF: the number of local fsyncs it
 // confirmed, or why it confirms nothing.
-func aofResult(waitAOF *redis.IntSliceCmd, publish *redis.IntCmd) (int64, error) {
-	if err := publish.Err(); err != nil {
+func aofResult(waitAOF *redis.IntSliceCmd, mark *redis.StatusCmd) (int64, error) {
+	if err := mark.Err(); err != nil {
 		// Without the barrier the WAITAOF may not cover a write that a
 		// copy of the request made on another connection.
-		return 0, fmt.Errorf("the PUBLISH before WAITAOF failed: %w", err)
+		return 0, fmt.Errorf("the barrier SET before WAITAOF failed: %w", err)
 	}
 	v, err := waitAOF.Result()
 	switch {

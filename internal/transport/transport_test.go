@@ -182,11 +182,12 @@ func mini(t *testing.T, opts ...func(*redis.Options)) (*miniredis.Miniredis, *re
 // noRetries makes a client give a failed command up at once.
 func noRetries(o *redis.Options) { o.MaxRetries, o.DialerRetries = -1, 1 }
 
-// ours reports a command that a test job, the WAIT or the WAITAOF sends,
+// ours reports a command that a test job, the WAIT or the WAITAOF and their
+// barriers send,
 // not one of go-redis's own (HELLO, CLIENT SETINFO).
 func ours(cmd redis.Cmder) bool {
 	switch cmd.Name() {
-	case "incr", "publish", "wait", "waitaof":
+	case "incr", "publish", "set", "wait", "waitaof":
 		return true
 	}
 	return false
@@ -236,7 +237,7 @@ func (g *gate) pass(cmds []redis.Cmder) {
 	var lines []string
 	for _, c := range cmds {
 		if ours(c) {
-			lines = append(lines, strings.TrimSpace(fmt.Sprintln(c.Args()...)))
+			lines = append(lines, argLine(c))
 		}
 	}
 	if lines == nil {
@@ -548,15 +549,16 @@ func TestWaitCmds(t *testing.T) {
 			acker(2, 90*time.Millisecond, time.Minute, "c"),
 		}, "publish a redlock", "wait 3 70"},
 	} {
-		publish, wait, waitAOF := waitCmds(tc.jobs, now)
-		require.Nil(t, waitAOF, tc.name)
+		a := waitCmds(tc.jobs, now)
+		require.Nil(t, a.waitAOF, tc.name)
+		require.Nil(t, a.mark, tc.name)
 		if tc.wait == "" {
-			require.Nil(t, publish, tc.name)
-			require.Nil(t, wait, tc.name)
+			require.Nil(t, a.publish, tc.name)
+			require.Nil(t, a.wait, tc.name)
 			continue
 		}
-		require.Equal(t, tc.publish, strings.TrimSpace(fmt.Sprintln(publish.Args()...)), tc.name)
-		require.Equal(t, tc.wait, strings.TrimSpace(fmt.Sprintln(wait.Args()...)), tc.name)
+		require.Equal(t, tc.publish, strings.TrimSpace(fmt.Sprintln(a.publish.Args()...)), tc.name)
+		require.Equal(t, tc.wait, strings.TrimSpace(fmt.Sprintln(a.wait.Args()...)), tc.name)
 	}
 }
 
