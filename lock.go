@@ -314,10 +314,11 @@ func (l *Lock) heldValidOn(i int) bool {
 
 // Extend resets the lock's TTL to the full TTL on every node that still holds
 // its token. A Lua script compares the token, and never re-creates a key that
-// is gone. With WithTopUp (the default), once it succeeded the nodes that
-// never said yes are asked to take the key, and count from then on. Extend succeeds when a quorum of nodes extended before the current
+// is gone. Extend succeeds when a quorum of nodes extended before the current
 // validity ended; Until then becomes the start of the extension plus the TTL,
-// minus the drift.
+// minus the drift. With WithTopUp (the default), a successful Extend then
+// asks the nodes that never said yes to take the key, and they count from
+// then on.
 //
 // The only option it takes is WithTTL, as redislock's Refresh takes a TTL:
 // the new TTL is used for this extension and every later one, auto-extension

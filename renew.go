@@ -283,8 +283,8 @@ func minTimeout(locks []*Lock) time.Duration {
 
 // settleRenewal applies one lock's renewal round (see settleExtension):
 // a new Until on a win, the loss of the lock when a quorum reports the token
-// gone, and otherwise a fast retry while validity lasts.
-// A won round is followed by the top-up (see topup.go).
+// gone, and otherwise a fast retry while validity lasts. A won round is
+// followed by the top-up (see topup.go).
 //
 // The round becomes the lock's Stats, with nodes its Nodes, so that a node
 // that a top-up made join shows there from the next round on.

@@ -50,14 +50,16 @@ func (l *Lock) topUp(ttl time.Duration) {
 }
 
 // beginRequest counts a request of the won attempt in flight on node i (a
-// top-up), unless the release of the lock began: Unlock's release to the
-// node then waits for it (claimRelease), and goes out once its reply came
-// (endRequest). It reports whether the request may go.
+// top-up), unless the release of the lock began, or a request of the
+// attempt is in flight there already (an earlier top-up, or the acquire,
+// whose answer may make the node held): Unlock's release to the node waits
+// for it (claimRelease), and goes out once its reply came (endRequest). It
+// reports whether the request may go.
 func (at *attempt) beginRequest(i int) bool {
 	a := at.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if at.state != won || at.unlocking || at.nodes[i].released {
+	if at.state != won || at.unlocking || at.nodes[i].released || at.inflight[i] > 0 {
 		return false
 	}
 	a.busy[i]++

@@ -301,11 +301,19 @@ func TestBrokenConnectionIsDropped(t *testing.T) {
 	}
 	require.Zero(t, errs.n.Load(), "failed commands before the kill")
 	killUntilABatchFails(t, admin, errs, cycle)
+	// A loaded machine may have had a second sender lingering on a
+	// connection of its own when the kill came: it finds its connection
+	// broken once too, in the next cycles. Each broken connection fails
+	// one batch, and then never again.
+	for range 20 {
+		cycle()
+	}
 	failed := errs.n.Load()
+	require.LessOrEqual(t, failed, int32(4), "batches failed right after the kill: more than the senders that could hold a killed connection")
 	for range 300 {
 		cycle()
 	}
-	require.Equal(t, failed, errs.n.Load(), "batches failed after the broken connection was found")
+	require.Equal(t, failed, errs.n.Load(), "batches failed after the broken connections were found")
 }
 
 // TestFailedLinkBatchIsResentThroughThePool: with go-redis's default
