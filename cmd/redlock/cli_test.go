@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlockgo/redlock/internal/faultproxy"
 	"github.com/redlockgo/redlock/internal/redistest"
 )
 
@@ -163,6 +165,25 @@ func runRedlock(t *testing.T, env []string, args ...string) (code int, stdout, s
 	p := startRedlock(t, env, args...)
 	code = p.wait(t, 30*time.Second)
 	return code, p.outText(), p.errText()
+}
+
+// behindProxies puts a fault proxy in front of each server: it returns the
+// proxies, the nodes' URLs through them (for --nodes), and a go-redis
+// client to each server directly, as a second client that the proxies do
+// not cut off.
+func behindProxies(t *testing.T, servers []*redistest.Server) ([]*faultproxy.Proxy, []string, []redis.UniversalClient) {
+	t.Helper()
+	proxies := make([]*faultproxy.Proxy, len(servers))
+	urls := make([]string, len(servers))
+	direct := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		p, err := faultproxy.New(s.Addr(), uint64(i))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		proxies[i], urls[i] = p, "redis://"+p.Addr()
+		direct[i] = s.NewClient(t)
+	}
+	return proxies, urls, direct
 }
 
 // startNodes starts n redis-servers and returns them with their URL list.

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlockgo/redlock"
@@ -111,16 +110,7 @@ wait`
 func TestGroupJobIgnoringTermIsGoneBeforeAnotherHolder(t *testing.T) {
 	requireProc(t)
 	servers, _ := startNodes(t, 3)
-	proxies := make([]*faultproxy.Proxy, len(servers))
-	urls := make([]string, len(servers))
-	direct := make([]redis.UniversalClient, len(servers))
-	for i, s := range servers {
-		p, err := faultproxy.New(s.Addr(), uint64(i))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = p.Close() })
-		proxies[i], urls[i] = p, "redis://"+p.Addr()
-		direct[i] = s.NewClient(t)
-	}
+	proxies, urls, direct := behindProxies(t, servers)
 	// -grace is 410ms: the command exits a few ms after SIGTERM, and
 	// what is left of its group is looked at every 50ms from then on.
 	const ttl, grace = time.Second, 410 * time.Millisecond

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlockgo/redlock"
@@ -61,16 +60,7 @@ func TestTreeOutsideTheGroupIsGoneByUntil(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			servers, _ := startNodes(t, 3)
-			proxies := make([]*faultproxy.Proxy, len(servers))
-			urls := make([]string, len(servers))
-			direct := make([]redis.UniversalClient, len(servers))
-			for i, s := range servers {
-				p, err := faultproxy.New(s.Addr(), uint64(i))
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = p.Close() })
-				proxies[i], urls[i] = p, "redis://"+p.Addr()
-				direct[i] = s.NewClient(t)
-			}
+			proxies, urls, direct := behindProxies(t, servers)
 			const ttl, grace = 300 * time.Millisecond, 100 * time.Millisecond
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			args := append([]string{"run", "--nodes", strings.Join(urls, ","), "--key", "outside", "--ttl", ttl.String(), "--grace", grace.String()}, tt.flags...)
@@ -111,14 +101,7 @@ func TestTreeOutsideTheGroupIsGoneByUntil(t *testing.T) {
 // killed already, and past Until there is no grace to give.
 func TestNoSecondStopAfterSIGKILL(t *testing.T) {
 	servers, _ := startNodes(t, 3)
-	proxies := make([]*faultproxy.Proxy, len(servers))
-	urls := make([]string, len(servers))
-	for i, s := range servers {
-		p, err := faultproxy.New(s.Addr(), uint64(i))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = p.Close() })
-		proxies[i], urls[i] = p, "redis://"+p.Addr()
-	}
+	proxies, urls, _ := behindProxies(t, servers)
 	started := filepath.Join(t.TempDir(), "started")
 	p := startRedlock(t, []string{"STARTED=" + started},
 		"run", "--nodes", strings.Join(urls, ","), "--key", "second-stop", "--ttl", "1", "--grace", "0.3", "--",
