@@ -61,7 +61,12 @@ func TestTreeOutsideTheGroupIsGoneByUntil(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			servers, _ := startNodes(t, 3)
 			proxies, urls, direct := behindProxies(t, servers)
-			const ttl, grace = 300 * time.Millisecond, 100 * time.Millisecond
+			// -grace 200ms puts the SIGKILL 50ms before Until (see
+			// supervise.go), the most it gives: a setsid job is killed by
+			// the supervisor, which a loaded machine may be slow to run
+			// (a lead of 25ms, with -grace 100ms, was missed once in five
+			// CI runs).
+			const ttl, grace = 600 * time.Millisecond, 200 * time.Millisecond
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			args := append([]string{"run", "--nodes", strings.Join(urls, ","), "--key", "outside", "--ttl", ttl.String(), "--grace", grace.String()}, tt.flags...)
 			args = append(args, "--", "sh", "-c", "trap '' TERM\n"+tt.job+"\nwhile :; do sleep 0.02; done")
