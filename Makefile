@@ -16,6 +16,7 @@ test: redis-server iptables valkey-server
 	$(GO) test -race -count=1 -timeout 20m ./...
 	REDIS_SERVER="$$(command -v valkey-server)" $(GO) test -race -count=1 -timeout 10m -run '$(VALKEY_TESTS)' .
 	cd contrib/otel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd contrib/gocron && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...; fi
 
 # check is the fast tier, for the edit-and-test loop: vet, then the
@@ -31,7 +32,7 @@ check:
 # Redis 7.0 where the library relies on server behaviour: WAIT after a
 # command that writes nothing (Redis 7.2 and later), scripts, ACLs and
 # pub/sub.
-VALKEY_TESTS = TestWaitOffset|TestReplicaAck|TestLateAcquireCopy|TestManyLapsed|TestNaturalNames|TestPrefixScopedACL|TestCheckFindsACL|TestReleasePlainAgrees|TestReal|TestSemaphoreOnRealRedis|TestRWMixed|TestUncontendedCommands|TestCheckBadSetup|TestInspectBadSetup|TestCheckAuthAndACL|TestUnavailableWhenTooFewAnswer|TestAvailableWhenHeldElsewhere|TestWarnsOnce|TestWarnsAgain|TestRelease|TestTopUp|TestFsyncAck|TestCheckValkey|TestValidateFence|TestLockDelay|TestMinHold
+VALKEY_TESTS = TestWaitOffset|TestReplicaAck|TestLateAcquireCopy|TestManyLapsed|TestNaturalNames|TestPrefixScopedACL|TestCheckFindsACL|TestReleasePlainAgrees|TestReal|TestSemaphoreOnRealRedis|TestRWMixed|TestUncontendedCommands|TestCheckBadSetup|TestInspectBadSetup|TestCheckAuthAndACL|TestUnavailableWhenTooFewAnswer|TestAvailableWhenHeldElsewhere|TestWarnsOnce|TestWarnsAgain|TestRelease|TestTopUp|TestFsyncAck|TestCheckValkey|TestValidateFence|TestLockDelay|TestMinHold|TestFair|TestElection|TestLeader|TestObserveSees|TestObserveWithout|TestObserveCloses|TestTermScript
 
 # demo runs the embedded demo: 5 in-process Redis nodes, two killed partway.
 demo:

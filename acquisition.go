@@ -62,6 +62,9 @@ type acquisition struct {
 	// these.
 	decided *QuorumError
 	outaged bool
+	// fair is a fair call's place in its key's queue (see fair.go), and
+	// nil for the other flavours. Only the calling goroutine uses it.
+	fair *fairState
 
 	mu sync.Mutex
 	// busy counts, per node, this acquisition's requests in flight, of
@@ -89,6 +92,9 @@ func (c *Client) newAcquisition(cfg *config, keys []string, t *target) *acquisit
 		a.ttlArg = c.ttlArg // the usual TTL, boxed once for the Client
 	} else {
 		a.ttlArg = ms
+	}
+	if t.fair != nil {
+		a.fair = &fairState{}
 	}
 	if n := len(c.nodes); n <= inlineNodes {
 		a.busy = a.mem[:n]
@@ -185,6 +191,9 @@ type token struct {
 	// those whose writes are counted.
 	arg any
 	raw []byte
+	// ticket is a fair call's ticket, or "0" before it has one; "" for
+	// the other flavours (see fair.go).
+	ticket string
 }
 
 // labelSep separates a value's attempt name from its label (see
@@ -229,6 +238,9 @@ func (a *acquisition) newAttempt() *attempt {
 	if a.c.hooks.sharedValue {
 		at.value = attemptToken(a.t.id, 0, a.cfg.label)
 	}
+	if a.fair != nil {
+		at.value.ticket = a.fair.ticketArg()
+	}
 	a.made++
 	if n <= inlineNodes {
 		at.inflight, at.parked = at.mem.inflight[:n], at.mem.parked[:n]
@@ -256,6 +268,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		timeout: cfg.nodeTimeout,
 		life:    cfg.releaseTimeout(),
 		skip:    func(i int) error { return at.skip(i, ErrInFlight) },
+		waitNo:  a.fair != nil && a.fair.ticket != "",
 		leg:     func(i int) *leg { return &jobs[i].leg },
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
@@ -266,6 +279,9 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		},
 	})
 	at.gathered(o, true)
+	if a.fair != nil && a.fair.read(o, t.quorum) {
+		a.fair.moved = true
+	}
 	if a.waiting != nil {
 		// A node busy with an earlier attempt was not asked: mark the
 		// keys there all the same, so that a release is announced by as
@@ -597,8 +613,10 @@ func (at *attempt) handleLate(rp reply, acquire bool) {
 	}
 	at.wakeLocked()
 	switch {
-	case rp.err == nil && rp.val == 0:
-		at.nodes[i].mayHold = false // a plain no: our value is not there
+	case rp.err == nil && rp.val <= 0:
+		// A plain no, or a fair lock's place in the queue: our value is
+		// not there.
+		at.nodes[i].mayHold = false
 	case acquire:
 		at.nodes[i].mayHold = true // a yes, or an error that may hide one
 	}

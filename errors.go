@@ -28,7 +28,8 @@ var (
 	// guard. It is an outage, not contention: it does not match when
 	// enough nodes answered and the key was held elsewhere. The error of
 	// Client.ValidateFence matches it too, beside ErrStaleFence, when too
-	// few nodes answered to tell.
+	// few nodes answered to tell, and so does the error of
+	// Election.Leader, instead of ErrNoLeader.
 	ErrUnavailable = errors.New("redlock: unavailable: too few nodes answered for a quorum")
 
 	// ErrNotHeld means Unlock or Extend found fewer than a quorum of nodes

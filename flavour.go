@@ -55,6 +55,9 @@ type flavour struct {
 	// owned is the flavour a call takes instead WithOwner: the owner lock,
 	// for a plain one. It is nil where check refuses WithOwner.
 	owned *flavour
+	// fairly is the flavour a call takes instead WithFair: the fair lock,
+	// for a plain one. It is nil where check refuses WithFair.
+	fairly *flavour
 
 	// shared is set for the flavour whose holds share a key: readers. A
 	// waiting reader queues only behind waiting writers, and readers that
@@ -67,6 +70,9 @@ type flavour struct {
 	// it set (see acquisition.unmark): a writer's marker holds new readers
 	// back, and must not outlive its wait.
 	unmark bool
+
+	// kind names the flavour in the Observer's events.
+	kind Kind
 }
 
 var (
@@ -83,8 +89,10 @@ var (
 		acquireErr: keepErr,
 		check:      checkNothing,
 		owned:      ownerFlavour,
+		fairly:     fairFlavour,
 		mark:       writerMark,
 		unmark:     true,
+		kind:       KindLock,
 	}
 	// ownerFlavour is an owner (reentrant) lock, WithOwner: a hash per
 	// key, with one field per hold of the owner (see holds.lua).
@@ -96,9 +104,27 @@ var (
 		topUp:      true,
 		quorum:     majority,
 		acquireErr: keepErr,
-		check:      checkOwner,
+		check:      refuseFair("WithFair cannot be used with WithOwner: a reentrant hold would have to pass the queue", checkOwner),
 		mark:       writerMark,
 		unmark:     true,
+		kind:       KindOwner,
+	}
+	// fairFlavour is a fair lock, WithFair: a plain lock on the nodes,
+	// taken through a queue ordered by ticket (see fair.go and
+	// fairacquire.lua). It is released, extended and topped up as a plain
+	// lock is; SET NX, which cannot see the queue, never takes it.
+	fairFlavour = &flavour{
+		acquire:    acquireScript{scriptFairAcquire, fairAcquireArgs},
+		release:    releaseScript{scriptRelease, lockReleaseArgs},
+		releaseOne: releaseScript{scriptReleasePlain, releasePlainArgs},
+		extend:     extendScript{scriptExtend, lockExtendArgs},
+		topUp:      true,
+		quorum:     majority,
+		acquireErr: keepErr,
+		check:      checkFair,
+		mark:       writerMark,
+		unmark:     true,
+		kind:       KindFair,
 	}
 	// readerFlavour is a shared hold of RLock (see rwlock.go).
 	readerFlavour = &flavour{
@@ -108,9 +134,10 @@ var (
 		extend:     extendScript{scriptRExtend, rextendArgs},
 		quorum:     readQuorum,
 		acquireErr: keepErr,
-		check:      refuseMinHold("WithMinHold cannot be used with RLock", checkReader),
+		check:      refuseFair("WithFair is not supported for RLock", refuseMinHold("WithMinHold cannot be used with RLock", checkReader)),
 		shared:     true,
 		mark:       readerMark,
+		kind:       KindRead,
 	}
 )
 
@@ -125,15 +152,20 @@ func permitFlavour(permits int) *flavour {
 		quorum:     permitQuorum,
 		permits:    permits,
 		acquireErr: permitsErr,
-		check:      refuseMinHold("WithMinHold is not supported for semaphores", checkPermit),
+		check:      refuseFair("WithFair is not supported for semaphores", refuseMinHold("WithMinHold is not supported for semaphores", checkPermit)),
 		mark:       writerMark,
 		unmark:     true,
+		kind:       KindPermit,
 	}
 }
 
-// with returns the flavour of a call of f under cfg: WithOwner makes a
-// plain lock an owner lock.
+// with returns the flavour of a call of f under cfg: WithFair makes a plain
+// lock a fair lock, and WithOwner an owner lock.
 func (f *flavour) with(cfg *config) *flavour {
+	if cfg.fair && f.fairly != nil {
+		// Its check refuses WithOwner.
+		return f.fairly
+	}
 	if cfg.owner != "" && f.owned != nil {
 		return f.owned
 	}
@@ -162,6 +194,30 @@ func refuseMinHold(msg string, check func([]string, *config) error) func([]strin
 		}
 		return check(keys, cfg)
 	}
+}
+
+// refuseFair returns check, refusing WithFair first, with msg, for the
+// flavours that have no queue.
+func refuseFair(msg string, check func([]string, *config) error) func([]string, *config) error {
+	return func(keys []string, cfg *config) error {
+		if cfg.fair {
+			return fmt.Errorf("%w: %s", ErrInvalidOption, msg)
+		}
+		return check(keys, cfg)
+	}
+}
+
+// checkFair refuses the keys and options a fair lock cannot have: several
+// keys (one queue per key could not order a call that waits for several)
+// and WithOwner (a reentrant hold would have to pass the queue).
+func checkFair(keys []string, cfg *config) error {
+	switch {
+	case len(keys) > 1:
+		return fmt.Errorf("%w: WithFair locks one key; a multi-key lock has no single queue to wait in", ErrInvalidOption)
+	case cfg.owner != "":
+		return fmt.Errorf("%w: WithFair cannot be used with WithOwner: a reentrant hold would have to pass the queue", ErrInvalidOption)
+	}
+	return nil
 }
 
 // checkOwner refuses the keys and options an owner lock cannot have. A

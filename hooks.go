@@ -35,4 +35,8 @@ type testHooks struct {
 	// read-write chaos control uses a minority to show a writer beside
 	// readers.
 	readerQuorum int
+	// ticketOf, when set, replaces the ticket a fair call drew (the
+	// largest of a quorum's answers); the fair lock's negative control
+	// uses it to show the queue out of order when tickets do not increase.
+	ticketOf func(drawn int64) int64
 }

@@ -67,6 +67,11 @@ type Holding struct {
 	// key no lock of this library writes (they all expire), set by hand
 	// or by another program. It stays held until someone deletes it.
 	NoExpiry bool
+	// Waiters is the number of fair Lock calls (WithFair) queued for the
+	// key: the calls whose live queue entry a quorum of nodes hold. Other
+	// calls that wait for the key are not queued on the nodes, and are not
+	// counted; an Observer hears of every wait (see WaitBeganObserver).
+	Waiters int
 }
 
 // NodeHolding is what one node reported about a lock key.
@@ -109,6 +114,11 @@ type NodeHolding struct {
 	// nanosecond below zero, as go-redis reports it) for a key without
 	// expiry, and 0 for a free key.
 	PTTL time.Duration
+	// Waiters holds the ids of the fair Lock calls queued for the key on
+	// the node, first the next to take it: the entries of its queue whose
+	// deadline on the node's clock has not passed (see docs/FAIRNESS.md).
+	// A call's id is the start of the token it gets (see Lock.Token).
+	Waiters []string
 	// Err is why the node could not answer, as a *NodeError: a network or
 	// Redis error (a refused AUTH or SELECT among them, in the server's
 	// words), or ErrNodeTimeout. The other fields but Index and Addr are
@@ -232,6 +242,8 @@ func readHolding(ctx context.Context, n *node, rkey string) NodeHolding {
 	get = tx.Get(ctx, rkey)
 	hash = tx.HGetAll(ctx, rkey)
 	zset = tx.ZRangeWithScores(ctx, rkey, 0, -1)
+	queue := tx.ZRange(ctx, keyspace.Queue(rkey), 0, -1)
+	deadlines := tx.ZRangeWithScores(ctx, keyspace.Deadline(rkey), 0, -1)
 	now = tx.Time(ctx)
 	n.execDiag(ctx, tx)
 	fail := func(err error) NodeHolding {
@@ -247,6 +259,13 @@ func readHolding(ctx context.Context, n *node, rkey string) NodeHolding {
 		return fail(err)
 	}
 	nowMs := now.Val().UnixMilli()
+	if err := queue.Err(); err != nil {
+		return fail(err)
+	}
+	if err := deadlines.Err(); err != nil {
+		return fail(err)
+	}
+	nh.Waiters = liveWaiters(queue.Val(), deadlines.Val(), nowMs)
 	switch typ.Val() {
 	case "none":
 		return nh
@@ -297,6 +316,41 @@ func readHolding(ctx context.Context, n *node, rkey string) NodeHolding {
 	}
 	nh.PTTL = pttl.Val()
 	return nh
+}
+
+// countWaiters counts the fair calls queued on at least quorum of nodes.
+func countWaiters(nodes []NodeHolding, quorum int) int {
+	seen := map[string]int{}
+	n := 0
+	for i := range nodes {
+		for _, id := range nodes[i].Waiters {
+			if seen[id]++; seen[id] == quorum {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// liveWaiters returns the ids of queue whose deadline, in deadlines, is
+// after now (node milliseconds), in queue order; nil when there are none.
+func liveWaiters(queue []string, deadlines []redis.Z, now int64) []string {
+	if len(queue) == 0 {
+		return nil
+	}
+	live := make(map[string]bool, len(deadlines))
+	for _, z := range deadlines {
+		if m, ok := z.Member.(string); ok && z.Score > float64(now) {
+			live[m] = true
+		}
+	}
+	var out []string
+	for _, id := range queue {
+		if live[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // errUnanswered is the error of a command of Inspect or Check that go-redis
@@ -510,6 +564,7 @@ const forever = time.Duration(math.MaxInt64)
 // plain value, or an owner) has a quorum, and for how long. took is how
 // long Inspect took so far.
 func (h *Holding) decide(driftFactor float64, took time.Duration) {
+	h.Waiters = countWaiters(h.Nodes, h.Quorum)
 	// A plain value and an owner never name the same holder: the key of
 	// each group says which it is.
 	groups := make(map[string][]*NodeHolding, len(h.Nodes))

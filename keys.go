@@ -47,6 +47,24 @@ type target struct {
 	// much past the validity. Client.target sets it, before the target is
 	// shared.
 	delay time.Duration
+
+	// fair is a fair lock's queue keys (see fair.go); nil for the other
+	// flavours.
+	fair *fairKeys
+
+	// election is set for the target of an Election's Campaign: its events
+	// carry KindElection. Client.Election sets it, before the target is
+	// shared.
+	election bool
+}
+
+// kind is what the Observer's events say the target's holds are: the
+// flavour's kind, or KindElection for a Campaign.
+func (t *target) kind() Kind {
+	if t.election {
+		return KindElection
+	}
+	return t.fl.kind
 }
 
 // target checks the keys of an acquisition of flavour fl, and the options
@@ -101,6 +119,9 @@ func newTarget(fl *flavour, rkeys []string, id, owner string, fencing bool, quor
 		}
 	}
 	t.box()
+	if fl.kind == KindFair {
+		t.fair = newFairKeys(rkeys[0], t.fence)
+	}
 	return t
 }
 

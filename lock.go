@@ -21,9 +21,6 @@ type Lock struct {
 	t        *target
 	fence    uint64
 	acquired time.Time // start of the round that acquired it
-	// byToken is set for the Lock that stands for a hold in a release by
-	// token (Client.Release): it knows nothing of the hold's state.
-	byToken bool
 
 	mu sync.Mutex
 	// until stops moving once the lock has ended or its release began:
@@ -47,6 +44,16 @@ type Lock struct {
 	// doneShut is set once the lock has ended and its renewals are
 	// stopped: Done is closed from then on.
 	doneShut bool // guarded by mu
+	// byToken is set for the Lock that stands for a hold in a release by
+	// token (Client.Release): it knows nothing of the hold's state. It
+	// sits with the flags above, which it does not share a guard with, so
+	// that their padding does not grow the Lock past its size class.
+	byToken bool
+	// handedOut is when the call that acquired the lock returned it, as a
+	// time after acquired, for the Observer's HoldEnded: 0 for a lock
+	// never handed out (released at Close, or standing for a release by
+	// token), or when no Observer listens to HoldEnded. Guarded by mu.
+	handedOut time.Duration
 
 	// renewal is the lock's place in the renewer's queue; guarded by the
 	// renewer's mu.
@@ -171,12 +178,18 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	now := c.now()
 	over := l.err != nil || !now.Before(l.until)
 	p := l.planRelease(now, over)
+	handedOut := l.handedOut
 	l.mu.Unlock()
-	l.end(ErrUnlocked)
+	// A lock that was lost has had its HoldEnded, after Lost.
+	ended := l.end(ErrUnlocked)
 	// The release does not stop when ctx does: a caller whose ctx is
 	// already cancelled (a shutdown, a deferred Unlock after a timeout)
 	// still frees the nodes, within the release's own bound.
-	return l.releaseAs(over, p)
+	err := l.releaseAs(over, p)
+	if ended && handedOut > 0 {
+		c.observeHoldEnded(HoldResult{Key: l.name(), Kind: l.t.kind(), ID: l.t.id, Held: max(now.Sub(l.acquired)-handedOut, 0), Err: err})
+	}
+	return err
 }
 
 // releasePlan is what Unlock's release does on the nodes, beside deleting
@@ -590,11 +603,15 @@ func (l *Lock) expireIfPast() {
 	}
 }
 
-// start begins the lock's lifecycle once it is acquired: the expiry timer,
-// and the renewals when auto-extension is on.
+// start begins the lock's lifecycle once it is acquired, as the call hands
+// it out: the expiry timer, and the renewals when auto-extension is on.
 func (l *Lock) start() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.c.events.holdEnded != nil {
+		// acquired is the start of a round that took time: never 0.
+		l.handedOut = max(l.c.now().Sub(l.acquired), 1)
+	}
 	l.expiry = time.AfterFunc(l.until.Sub(l.c.now()), l.expire)
 	if l.cfg.autoExtend {
 		l.c.renewer.add(l, l.nextRenewal(l.acquired))
@@ -640,6 +657,17 @@ func (l *Lock) end(err error) bool {
 	if l.expiry != nil {
 		l.expiry.Stop()
 	}
+	// How long a lost lock was held: until the loss was found, but no
+	// longer than its validity, which a paused process may find long
+	// after it ran out.
+	hold, held := l.handedOut > 0, time.Duration(0)
+	if hold {
+		end := l.c.now()
+		if l.until.Before(end) {
+			end = l.until
+		}
+		held = max(end.Sub(l.acquired)-l.handedOut, 0)
+	}
 	l.mu.Unlock()
 	if l.cfg.autoExtend {
 		l.c.renewer.remove(l)
@@ -655,7 +683,11 @@ func (l *Lock) end(err error) bool {
 	// acting on a lost lock nor hold up whoever found the loss (a holder's
 	// Done or Err, the renewer).
 	if errors.Is(err, ErrLockLost) {
-		l.c.renewer.notify.lost(l.name(), err)
+		if hold {
+			l.c.renewer.notify.lostHold(l, err, held)
+		} else {
+			l.c.renewer.notify.lost(l.name(), err)
+		}
 	}
 	return true
 }

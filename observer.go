@@ -2,10 +2,12 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,7 +27,9 @@ import (
 // change. Events added later come as optional interfaces of one method
 // each, which an Observer may also implement: the Client finds them with a
 // type assertion, as net/http finds http.Flusher on a ResponseWriter, so an
-// Observer written today keeps compiling and working.
+// Observer written today keeps compiling and working. New looks for them
+// once: WaitBeganObserver, WaitEndedObserver, QueuedObserver,
+// HoldEndedObserver and LockTracer.
 type Observer interface {
 	// Attempted is called after each acquisition attempt, with the votes;
 	// err is nil when the attempt won the lock.
@@ -42,6 +46,292 @@ type Observer interface {
 	// Released is called after each Unlock that reached the nodes; err is
 	// nil when a quorum still held the lock.
 	Released(s Stats, err error)
+}
+
+// Kind names a kind of hold in the Observer's events.
+type Kind string
+
+// The kinds of hold.
+const (
+	// KindLock is a plain lock: Lock, TryLock, LockMulti, Do and their kin.
+	KindLock Kind = "lock"
+	// KindOwner is an owner (reentrant) lock, WithOwner.
+	KindOwner Kind = "owner"
+	// KindFair is a fair lock, WithFair.
+	KindFair Kind = "fair"
+	// KindRead is a reader's hold of RLock.
+	KindRead Kind = "read"
+	// KindPermit is a permit of a Semaphore.
+	KindPermit Kind = "permit"
+	// KindElection is a leadership, taken by an Election's Campaign.
+	KindElection Kind = "election"
+)
+
+// WaitInfo names the acquisition call that a wait event is about.
+type WaitInfo struct {
+	// Key is the lock's name as Stats.Key gives it: its key without the
+	// key prefix, or a multi-key lock's keys joined by commas.
+	Key string
+	// Kind is the kind of hold the call takes.
+	Kind Kind
+	// ID is the call's random acquisition id: the Token of the Lock it
+	// returns begins with it. It tells apart the events of calls on one
+	// key.
+	ID string
+}
+
+// WaitResult is how an acquisition call ended: WaitEnded gets it for a
+// call that waited, and a LockTracer's end for every call it traced.
+type WaitResult struct {
+	WaitInfo
+	// Waited is the time from the start of the call to its return, its
+	// first attempt included.
+	Waited time.Duration
+	// Attempts is the number of attempts the call made; 0 when it ended
+	// before the first.
+	Attempts int
+	// Place is the last place in the queue that a fair call learned (1 is
+	// next), or 0 when it learned none.
+	Place int
+	// Err is nil when the call acquired the lock, and otherwise the error
+	// the call returned.
+	Err error
+}
+
+// QueuePlace is a fair call's place in the queue of its key: 1 is next.
+type QueuePlace struct {
+	WaitInfo
+	Place int
+}
+
+// HoldResult is how a hold that a call handed out ended.
+type HoldResult struct {
+	// Key, Kind and ID are as the WaitInfo of the call that acquired the
+	// hold gave them.
+	Key  string
+	Kind Kind
+	ID   string
+	// Held is the time from the moment the call returned the Lock to the
+	// start of Unlock or, for a lock that was lost, to the moment the loss
+	// was found, but no later than Until.
+	Held time.Duration
+	// Err is nil when Unlock confirmed the release (it returned nil),
+	// Unlock's error when it did not, and the error Lost got, which wraps
+	// ErrLockLost, when the lock was lost.
+	Err error
+}
+
+// WaitBeganObserver is an Observer that also hears when an acquisition
+// call begins to wait.
+type WaitBeganObserver interface {
+	// WaitBegan is called at most once per call, on the calling goroutine,
+	// when a call that may wait (Lock, LockMulti, RLock, a Semaphore's
+	// Acquire, Campaign: not their Try kin) begins to: after its first
+	// attempt failed, or before any attempt when it queues behind the
+	// Client's other waiters for the key. WaitEnded is then called for the
+	// same call, exactly once, even when WaitBegan panicked.
+	WaitBegan(w WaitInfo)
+}
+
+// WaitEndedObserver is an Observer that also hears when a call that waited
+// returns.
+type WaitEndedObserver interface {
+	// WaitEnded is called exactly once for each call that began to wait
+	// (see WaitBeganObserver), on the calling goroutine, just before the
+	// call returns, whatever ended it: the lock acquired, the ctx, Close,
+	// an error. Close waits for waiting calls to return before it
+	// silences the Observer, so WaitBegan minus WaitEnded counts the calls
+	// waiting now and comes back to 0: it never drifts.
+	WaitEnded(r WaitResult)
+}
+
+// QueuedObserver is an Observer that also hears a fair call's place in
+// the queue.
+type QueuedObserver interface {
+	// Queued is called on the calling goroutine of a waiting fair call
+	// (WithFair) each time an attempt tells it a place in the queue other
+	// than the last one it was told, after WaitBegan and before WaitEnded.
+	Queued(p QueuePlace)
+}
+
+// HoldEndedObserver is an Observer that also hears when a hold ends.
+type HoldEndedObserver interface {
+	// HoldEnded is called once for each Lock a call returned, when it
+	// ends: by Unlock, right after Released, on Unlock's goroutine; or
+	// by a loss (its validity ran out, a quorum lost its token, its max
+	// hold was reached), right after Lost, on the goroutine that calls
+	// Lost. An Unlock after the loss reports nothing more. A hold that
+	// ends once Close has returned is not reported.
+	HoldEnded(r HoldResult)
+}
+
+// LockTracer is an Observer that also traces each acquisition call: Lock,
+// TryLock, LockMulti, TryLockMulti, RLock, TryRLock, a Semaphore's Acquire
+// and TryAcquire, and an Election's Campaign.
+type LockTracer interface {
+	// TraceLock is called when a call begins, on the calling goroutine,
+	// with the caller's ctx: a call refused for its options or keys
+	// (ErrInvalidOption) is not traced. The end it returns, unless nil,
+	// is called exactly once, on the same goroutine, just before the call
+	// returns. A call that Close refused (ErrClosed) gets both at once,
+	// unless Close has returned: from then on neither is called.
+	TraceLock(ctx context.Context, w WaitInfo) (end func(WaitResult))
+}
+
+// events holds the optional interfaces of the Client's Observer, which New
+// finds once: an event that nobody listens to costs one nil check.
+type events struct {
+	waitBegan WaitBeganObserver
+	waitEnded WaitEndedObserver
+	queued    QueuedObserver
+	holdEnded HoldEndedObserver
+	tracer    LockTracer
+}
+
+// eventsOf finds the optional interfaces that o implements.
+func eventsOf(o Observer) events {
+	var e events
+	e.waitBegan, _ = o.(WaitBeganObserver)
+	e.waitEnded, _ = o.(WaitEndedObserver)
+	e.queued, _ = o.(QueuedObserver)
+	e.holdEnded, _ = o.(HoldEndedObserver)
+	e.tracer, _ = o.(LockTracer)
+	return e
+}
+
+// errCallPanicked is the Err of a WaitResult for a call that panicked:
+// the events still pair up.
+var errCallPanicked = errors.New("redlock: the call panicked")
+
+// callEvents delivers the wait events of one acquisition call. The call
+// makes it, once it is registered with the Client, and calls finish on
+// every return path: Close waits for registered calls before it silences
+// the Observer, so a WaitBegan or TraceLock the call delivered is always
+// followed by its WaitEnded or end. Only the calling goroutine uses it.
+type callEvents struct {
+	c     *Client
+	a     *acquisition
+	wait  bool      // the call may wait: not a TryLock
+	start time.Time // the call's start; zero when nobody needs it
+	// traceEnd is the end that the LockTracer returned, or nil.
+	traceEnd func(WaitResult)
+	waiting  bool // the call began to wait: WaitEnded is owed
+	place    int  // the last place in the queue reported
+	info     WaitInfo
+	infoSet  bool // info is filled in
+}
+
+// callEvents starts the events of the call that acquires a; wait says it
+// may wait. It calls the LockTracer, if any, with ctx.
+func (c *Client) callEvents(ctx context.Context, a *acquisition, wait bool) callEvents {
+	ev := callEvents{c: c, a: a, wait: wait}
+	e := &c.events
+	if e.waitEnded != nil || e.tracer != nil {
+		ev.start = c.now()
+	}
+	if tr := e.tracer; tr != nil {
+		w := ev.waitInfo()
+		var end func(WaitResult)
+		c.callObserver("TraceLock", func(Observer) { end = tr.TraceLock(ctx, w) })
+		ev.traceEnd = end
+	}
+	return ev
+}
+
+// waitInfo is the call's WaitInfo, made the first time it is asked for.
+func (ev *callEvents) waitInfo() WaitInfo {
+	if !ev.infoSet {
+		ev.info, ev.infoSet = waitInfoOf(ev.a.keys, ev.a.t), true
+	}
+	return ev.info
+}
+
+// waitInfoOf is the WaitInfo of a call that acquires t on keys.
+func waitInfoOf(keys []string, t *target) WaitInfo {
+	name := keys[0]
+	if len(keys) > 1 {
+		name = strings.Join(keys, ",")
+	}
+	return WaitInfo{Key: name, Kind: t.kind(), ID: t.id}
+}
+
+// began reports, once, that the call begins to wait. A call that may not
+// wait (TryLock) never does.
+func (ev *callEvents) began() {
+	if !ev.wait || ev.waiting {
+		return
+	}
+	// Set before the Observer hears of it: a WaitBegan that panics is
+	// still paired.
+	ev.waiting = true
+	if o := ev.c.events.waitBegan; o != nil {
+		w := ev.waitInfo()
+		ev.c.callObserver("WaitBegan", func(Observer) { o.WaitBegan(w) })
+	}
+}
+
+// queued reports the call's place in the queue (1 is next) when it
+// differs from the last one reported. A queued call waits: WaitBegan comes
+// first, if it has not yet.
+func (ev *callEvents) queued(place int) {
+	if !ev.wait || place <= 0 || place == ev.place {
+		return
+	}
+	ev.began()
+	ev.place = place
+	if o := ev.c.events.queued; o != nil {
+		p := QueuePlace{WaitInfo: ev.waitInfo(), Place: place}
+		ev.c.callObserver("Queued", func(Observer) { o.Queued(p) })
+	}
+}
+
+// finish reports how the call ended: it returned l, or err. acquireTarget
+// defers it, so that it runs once on every path, a panic's included (l and
+// err are then both nil).
+func (ev *callEvents) finish(l *Lock, err error) {
+	c := ev.c
+	waitEnded := c.events.waitEnded
+	if !ev.waiting {
+		waitEnded = nil
+	}
+	end := ev.traceEnd
+	if waitEnded == nil && end == nil {
+		return
+	}
+	ev.traceEnd = nil
+	if l == nil && err == nil {
+		err = errCallPanicked
+	}
+	r := WaitResult{WaitInfo: ev.waitInfo(), Waited: c.now().Sub(ev.start), Attempts: ev.a.made, Place: ev.place, Err: err}
+	if waitEnded != nil {
+		c.callObserver("WaitEnded", func(Observer) { waitEnded.WaitEnded(r) })
+	}
+	if end != nil {
+		c.callObserver("TraceLock end", func(Observer) { end(r) })
+	}
+}
+
+// traceRefused traces a call that Close refused before it was registered:
+// TraceLock and its end, at once, within one pass through the callback
+// gate, so that Close cannot come between them.
+func (c *Client) traceRefused(ctx context.Context, keys []string, t *target, err error) {
+	tr := c.events.tracer
+	if tr == nil {
+		return
+	}
+	w := waitInfoOf(keys, t)
+	c.callObserver("TraceLock", func(Observer) {
+		if end := tr.TraceLock(ctx, w); end != nil {
+			end(WaitResult{WaitInfo: w, Err: err})
+		}
+	})
+}
+
+// observeHoldEnded reports the end of a hold to the Observer.
+func (c *Client) observeHoldEnded(r HoldResult) {
+	if o := c.events.holdEnded; o != nil {
+		c.callObserver("HoldEnded", func(Observer) { o.HoldEnded(r) })
+	}
 }
 
 // observeAttempt reports an attempt to the Observer, and logs a failed one.
@@ -145,6 +435,10 @@ type event struct {
 	key  string // the lost lock's name
 	s    Stats  // the extension's
 	err  error
+	// hold is set for the loss of a Lock that a call handed out: HoldEnded
+	// follows Lost, with r.
+	hold bool
+	r    HoldResult
 }
 
 // extended queues an auto-extension's report, if anyone listens.
@@ -158,11 +452,26 @@ func (n *notifier) extended(s Stats, err error) {
 
 // lost queues a loss's report, if anyone listens.
 func (n *notifier) lost(key string, err error) {
+	n.postLoss(event{lost: true, key: key, err: err})
+}
+
+// lostHold queues the loss of l, which a call handed out and which was
+// held for held: Lost, then HoldEnded.
+func (n *notifier) lostHold(l *Lock, err error, held time.Duration) {
+	e := event{lost: true, key: l.name(), err: err}
+	if n.c.events.holdEnded != nil {
+		e.hold = true
+		e.r = HoldResult{Key: e.key, Kind: l.t.kind(), ID: l.t.id, Held: held, Err: err}
+	}
+	n.postLoss(e)
+}
+
+func (n *notifier) postLoss(e event) {
 	c := n.c
 	if c.observer == nil && !c.log.Enabled(context.Background(), slog.LevelWarn) {
 		return
 	}
-	n.post(event{lost: true, key: key, err: err})
+	n.post(e)
 }
 
 func (n *notifier) post(e event) {
@@ -224,6 +533,9 @@ func (n *notifier) run() {
 			next = i
 			if e.lost {
 				n.c.observeLost(e.key, e.err)
+				if e.hold {
+					n.c.observeHoldEnded(e.r)
+				}
 			} else {
 				n.c.observeExtend(e.s, e.err)
 			}

@@ -57,6 +57,11 @@ type config struct {
 	// minHold is the shortest time an Unlock lets the key go after the
 	// acquisition (WithMinHold).
 	minHold time.Duration
+	// fair queues the lock's waiters by ticket (WithFair).
+	fair bool
+	// queuePlace is told a fair call's place in the queue
+	// (WithQueuePlace).
+	queuePlace func(place int)
 
 	// nodeTimeoutSet records that the user chose the node timeout, so that a
 	// per-call WithTTL does not replace it with one derived from the new TTL.
@@ -344,6 +349,37 @@ func WithMinHold(d time.Duration) LockOption {
 	return lockSetting(func(c *config) { c.minHold = d })
 }
 
+// WithFair makes Lock calls on one key take the lock in the order in which
+// they began to wait, across Clients and processes: each waiting call draws
+// a ticket from a counter that a quorum of nodes keeps increasing (as the
+// fence counter, see docs/FAIRNESS.md), joins a queue on every node, and
+// each node says yes only to the first live entry of its queue. A waiter
+// whose ctx ends leaves the queue at once; one that crashed holds up those
+// behind it for at most one TTL. TryLock with it takes the key only when no
+// fair call waits for it, and never joins the queue.
+//
+// A fair lock is a plain lock on the nodes: it excludes plain locks of the
+// same key (and redsync's), and they exclude it. Fairness holds among the
+// fair calls: a plain call that finds the key free may take it ahead of
+// the queue. It applies to plain locks of one key, fenced or not; multi-key
+// locks, owner locks, RLock and semaphores refuse it with ErrInvalidOption.
+// The default is false.
+func WithFair(fair bool) LockOption {
+	return lockSetting(func(c *config) { c.fair = fair })
+}
+
+// WithQueuePlace makes a fair Lock call (WithFair) tell fn its place in
+// the key's queue, 1 for the next to take the lock: after each attempt
+// that a quorum of nodes answered with a place different from the last one
+// fn was told. It is called on the goroutine that called Lock, before the
+// next attempt, and must return quickly. The place is the quorum-th
+// smallest of the nodes' own places, so a quorum of nodes has at most
+// place-1 calls ahead of this one. Without WithFair it is refused with
+// ErrInvalidOption.
+func WithQueuePlace(fn func(place int)) LockOption {
+	return lockSetting(func(c *config) { c.queuePlace = fn })
+}
+
 // WithFsyncAck makes a node's yes count only once the node confirmed that
 // it fsynced the key to its append-only file: each batch of acquires,
 // extensions (auto-extension included) and fence write-backs to a node ends
@@ -488,6 +524,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: WithMinHold: the minimum hold must not be negative, got %v", ErrInvalidOption, c.minHold)
 	case c.maxHold > 0 && c.minHold > c.maxHold:
 		return fmt.Errorf("%w: WithMinHold: the minimum hold %v is longer than the max hold %v", ErrInvalidOption, c.minHold, c.maxHold)
+	case c.queuePlace != nil && !c.fair:
+		return fmt.Errorf("%w: WithQueuePlace needs WithFair(true): only a fair lock has a queue", ErrInvalidOption)
 	case c.replicaAck < 0:
 		return fmt.Errorf("%w: WithReplicaAck: the number of replicas must not be negative, got %d", ErrInvalidOption, c.replicaAck)
 	case len(c.label) > MaxLabelLen:

@@ -162,6 +162,12 @@ type spec struct {
 	// Without it the round ends as soon as the quorum is reached or has
 	// become impossible.
 	waitAll bool
+	// waitNo keeps a round whose quorum has become impossible open until
+	// every node that was not already stalled has answered or the timeout
+	// passed: a fair attempt learns its place in the queue from the nodes'
+	// answers (see fairState.read). A round that reached its quorum ends
+	// at once, as without it.
+	waitNo bool
 	// waitStalled makes waitAll wait for stalled nodes too: renewals,
 	// whose quorum may need a node that once answered late, and Inspect
 	// and Check, which report every node's own answer, up to the timeout.
@@ -297,7 +303,7 @@ func (c *Client) fanout(ctx context.Context, sp *spec) *outcome {
 	timer := newRoundTimer(sp.timeout)
 	defer freeRoundTimer(timer)
 	for pending > 0 {
-		if !sp.waitAll && (o.yes >= sp.quorum || o.yes+pending < sp.quorum) {
+		if !sp.waitAll && (o.yes >= sp.quorum || o.yes+pending < sp.quorum && (!sp.waitNo || waitFor == 0)) {
 			break
 		}
 		if sp.waitAll && waitFor == 0 {

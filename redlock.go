@@ -74,6 +74,7 @@ type Client struct {
 	log      *slog.Logger
 	faults   nodeFaults   // the nodes' failures: for messages, and warnings given once
 	observer Observer     // nil when none
+	events   events       // the Observer's optional interfaces; zero when none
 	hooks    testHooks    // the tests' negative controls; zero in use
 	ttlMax   atomic.Int64 // the longest TTL sent to a node so far; only raiseMaxTTL writes it
 }
@@ -128,6 +129,9 @@ func New(nodes []redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 	c.cfg = cfg
 	c.ttlArg = cfg.nodeTTL(cfg.acquireTTL()).Milliseconds()
 	c.observer = cfg.observer
+	if c.observer != nil {
+		c.events = eventsOf(c.observer)
+	}
 	c.log = slog.New(slog.DiscardHandler)
 	if cfg.logger != nil {
 		c.log = slog.New(&quietHandler{next: cfg.logger.Handler(), c: c})
@@ -343,12 +347,18 @@ func (c *Client) acquire(ctx context.Context, keys []string, opts []LockOption, 
 }
 
 // acquireTarget runs the attempts of one call of acquire.
-func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, t *target, wait bool) (*Lock, error) {
+func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, t *target, wait bool) (got *Lock, err error) {
 	if err := c.enter(); err != nil {
+		c.traceRefused(ctx, keys, t, err)
 		return nil, err
 	}
 	defer c.leave()
 	a := c.newAcquisition(cfg, keys, t)
+	// The wait events. finish runs before leave, so that Close, which
+	// waits for the call, cannot silence the Observer between a WaitBegan
+	// and its WaitEnded.
+	ev := c.callEvents(ctx, a, wait)
+	defer func() { ev.finish(got, err) }()
 	var (
 		last *QuorumError
 		wt   *waiter // set once the first attempt failed
@@ -357,6 +367,12 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 	defer func() {
 		if wt != nil {
 			c.waitlist.leave(wt, won)
+		}
+		if a.fair != nil && a.fair.ticket != "" {
+			// A fair call leaves the queue: the winner takes its
+			// entry out, and a call that gave up (Close included,
+			// which waits for this call's requests) tells the next.
+			a.leaveQueue(!won)
 		}
 		if !won && a.waiting != nil && t.fl.unmark && !c.isClosed() {
 			// A writer that gives up takes its marker back, so that new
@@ -390,10 +406,13 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		}
 		return nil
 	}
-	if wait && cfg.pubsub && c.waitlist.waiting(t) {
+	if wait && cfg.pubsub && t.fair == nil && c.waitlist.waiting(t) {
 		// Other Lock calls of this Client already wait for a key: queue
 		// behind them rather than race the one the next release wakes.
-		// Its attempt and ours would split the votes and both fail.
+		// Its attempt and ours would split the votes and both fail. A
+		// fair call does not: it draws its ticket after its first attempt,
+		// and its place comes from that.
+		ev.began()
 		wt = c.waitlist.join(t)
 		a.wait()
 		if err := pause(nil); err != nil {
@@ -426,6 +445,10 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		}
 		if qerr.ctxErr != nil || !wait {
 			return nil, a.abandon(qerr, qerr.ctxErr)
+		}
+		ev.began()
+		if a.fair != nil {
+			a.queued(ctx, &ev)
 		}
 		if wt == nil && cfg.pubsub {
 			// Listen for the release, then try again as soon as the

@@ -27,6 +27,8 @@ const (
 	holdsLib = "holds.lua"
 	// rwholdsLib is the read locks' part, after holds.lua.
 	rwholdsLib = "rwholds.lua"
+	// queueLib is a fair lock's queue, after holds.lua.
+	queueLib = "queue.lua"
 )
 
 // luaScript is one entry of the scripts table: a script composed from the
@@ -81,6 +83,15 @@ const (
 	// scriptReleaseLater lets a hold expire at the end of its minimum hold
 	// rather than delete it (WithMinHold).
 	scriptReleaseLater
+	// scriptTicket draws a fair waiter's ticket (WithFair).
+	scriptTicket
+	// scriptFairAcquire is a fair lock's attempt: it queues the call and
+	// takes the key only for the head of the queue (WithFair).
+	scriptFairAcquire
+	// scriptFairLeave takes a fair call out of the queue.
+	scriptFairLeave
+	// scriptTerm writes an election's term record (Election.Campaign).
+	scriptTerm
 	numScripts
 )
 
@@ -102,6 +113,10 @@ var scripts = [numScripts]luaScript{
 	scriptTopUp:         compose("topup.lua", holdsLib),
 	scriptValidateFence: compose("validatefence.lua"),
 	scriptReleaseLater:  compose("releaselater.lua", holdsLib),
+	scriptTicket:        compose("ticket.lua", holdsLib, queueLib),
+	scriptFairAcquire:   compose("fairacquire.lua", holdsLib, queueLib),
+	scriptFairLeave:     compose("fairleave.lua", holdsLib, queueLib),
+	scriptTerm:          compose("term.lua", holdsLib),
 }
 
 // evalStart starts the command of script id in dst's backing array, when

@@ -13,6 +13,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redlockgo/redlock/internal/keyspace"
 	"github.com/stretchr/testify/require"
 )
 
@@ -33,7 +34,7 @@ func TestScriptsSetExpiryOnlyThroughPrelude(t *testing.T) {
 		for i, line := range strings.Split(src, "\n") {
 			code, _, _ := strings.Cut(line, "--")
 			if expiry.MatchString(code) || hsetField.MatchString(code) ||
-				(zadd.MatchString(code) && !strings.Contains(code, "'#permits')")) {
+				(zadd.MatchString(code) && !strings.Contains(code, "'#permits')") && !(name == queueLib && strings.Contains(code, "'ZADD', q, ticket, id)"))) {
 				t.Errorf("scripts/%s:%d writes an expiry itself: %s\nuse holds.lua's expireAtLeast, setAtLeast, expireAtAtLeast, hsetAtLeast or zaddAtLeast (expireAtLatest and expireAtMost shorten, for a release)", name, i+1, strings.TrimSpace(line))
 			}
 		}
@@ -62,7 +63,7 @@ func scriptSources(t *testing.T) map[string]string {
 // each file there is an entry or a library file.
 func TestScriptsTableHoldsEveryFile(t *testing.T) {
 	files := scriptSources(t)
-	used := map[string]bool{holdsLib: true, rwholdsLib: true}
+	used := map[string]bool{holdsLib: true, rwholdsLib: true, queueLib: true}
 	for id, s := range scripts {
 		require.NotEmpty(t, s.name, "scripts[%d] has no entry", id)
 		require.False(t, used[s.name], "%s is in the table twice, or is a library file", s.name)
@@ -71,8 +72,8 @@ func TestScriptsTableHoldsEveryFile(t *testing.T) {
 		require.True(t, ok, "%s is not in scripts/", s.name)
 		require.True(t, strings.HasSuffix(s.src, own), "%s: the composed source ends with the file", s.name)
 		lib := strings.TrimSuffix(s.src, own)
-		require.Contains(t, []string{"", files[holdsLib], files[holdsLib] + files[rwholdsLib]}, lib,
-			"%s: composed after no library file, holds.lua, or holds.lua then rwholds.lua", s.name)
+		require.Contains(t, []string{"", files[holdsLib], files[holdsLib] + files[rwholdsLib], files[holdsLib] + files[queueLib]}, lib,
+			"%s: composed after no library file, holds.lua, holds.lua then rwholds.lua, or holds.lua then queue.lua", s.name)
 		require.Equal(t, s.sha, s.shaArg)
 		require.Equal(t, s.src, s.srcArg)
 	}
@@ -152,6 +153,8 @@ func runEveryScript(t *testing.T, rc *redis.Client) {
 			{"fenced", plainFlavour, []string{"run:fenced"}, "", true, -2},
 			{"reader", readerFlavour, []string{"run:reader"}, "", false, 1},
 			{"permit", permitFlavour(2), []string{"run:permit"}, "", false, 1},
+			{"fair", fairFlavour, []string{"run:fair"}, "", false, 1},
+			{"fair fenced", fairFlavour, []string{"run:fairfenced"}, "", true, -2},
 		}
 		for _, f := range flavours {
 			t.Run(fmt.Sprintf("%s/sharded=%s", f.name, shardArg), func(t *testing.T) {
@@ -166,6 +169,18 @@ func runEveryScript(t *testing.T, rc *redis.Client) {
 				_, err := ps.Receive(ctx) // the subscription is in place
 				require.NoError(t, err)
 
+				if tg.fair != nil {
+					// A ticket, a queue entry of another call, and its leave.
+					tk := redis.NewCmd(ctx, withKeys(evalStart(nil, scriptTicket, true), tg.fair.ticket)...)
+					do(t, "a ticket", tk, -2)
+					other := attemptToken(fmt.Sprint("5d0c9a3e-0000-4000-8000-00000000000", shardArg), 0, "") // a new call each time: the last one left its tombstone
+					other.ticket = strconv.FormatInt(tk.Val().(int64), 10)
+					ot := newTarget(f.fl, f.rkeys, other.id, "", f.fencing, 1)
+					do(t, "another call queues on a free key", ot.evalAcquire(true, other, ttl, ttlArg, hooks), f.acq)
+					do(t, "which releases it", ot.evalRelease(nil, true, n, other.arg, false), 1)
+					leave := redis.NewCmd(ctx, append(withKeys(evalStart(nil, scriptFairLeave, true), ot.fair.leave), ot.id, ttl.Milliseconds(), "", shardArg)...)
+					do(t, "and leaves the queue", leave, 1)
+				}
 				do(t, "acquire", tg.evalAcquire(true, first, ttl, ttlArg, hooks), f.acq)
 				do(t, "a late copy of the acquire", tg.evalAcquire(true, first, ttl, ttlArg, hooks), f.acq)
 				do(t, "extend", tg.evalExtend(nil, true, first.arg, 2*ttl), 1)
@@ -183,6 +198,12 @@ func runEveryScript(t *testing.T, rc *redis.Client) {
 				}
 				do(t, "rollback", tg.evalRelease(nil, true, n, first.arg, false), 1)
 				do(t, "the next attempt's acquire", tg.evalAcquire(true, second, ttl, ttlArg, hooks), f.acq)
+				if tg.fence != nil {
+					// An election's term record, while the key holds the value (term.lua).
+					w := &termWrite{keys: []any{tg.rkeys[0], keyspace.Term(tg.rkeys[0])}, token: second.value,
+						term: "7", value: "v", elected: keyspace.Elected(tg.rkeys[0])}
+					do(t, "an election's term record", redis.NewCmd(ctx, w.args(evalStart(nil, scriptTerm, true), n)...), 1)
+				}
 				do(t, "release", tg.evalRelease(nil, true, n, second.arg, true), 1)
 				require.Zero(t, rc.Exists(ctx, tg.waiting...).Val(), "the waiting markers after an announced release")
 				if shardArg == "0" {

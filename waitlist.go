@@ -40,6 +40,11 @@ func releaseChannel(rkey string) string { return keyspace.Channel(rkey) }
 // returns. Each waiter has a ready channel, closed once every node confirmed
 // its channels (or could not be asked): a release that lands before then
 // may not be announced to it, so its first retry waits for ready.
+//
+// Beside the waiters, which queue for a key, a channel may have watchers
+// (an Election's Observe): each is woken by any one announcement on any of
+// its channels, from any node, and never takes a waiter's turn. A channel
+// stays subscribed while it has a waiter or a watcher.
 type waitlist struct {
 	c *Client
 
@@ -72,6 +77,22 @@ type keyWaiters struct {
 	settled  []bool
 	nsettled int
 	pending  []*waiter
+	// watchers are woken by every announcement on the channel.
+	watchers []*watcher
+}
+
+// used reports whether a waiter or a watcher still needs the channel.
+func (kw *keyWaiters) used() bool { return len(kw.queue) > 0 || len(kw.watchers) > 0 }
+
+// wakeWatchers wakes every watcher of the channel that is not already
+// woken.
+func (kw *keyWaiters) wakeWatchers() {
+	for _, wt := range kw.watchers {
+		select {
+		case wt.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // waiter is one waiting Lock call. A multi-key lock waits on the channel of
@@ -119,6 +140,15 @@ type nodeSub struct {
 	names   map[string]string // guarded by namesMu
 }
 
+// watcher listens on channels for an Election's Observe: it is woken by
+// any announcement on any of them, from any node, outside the waiters'
+// queue. Its owner reads what changed itself.
+type watcher struct {
+	chans   []string
+	wake    chan struct{} // buffered 1
+	removed bool          // guarded by waitlist.mu
+}
+
 type subOp struct {
 	subscribe bool
 	ch        string
@@ -145,18 +175,9 @@ func (w *waitlist) join(t *target) *waiter {
 	if w.close {
 		return wt // never woken: the fallback delay still works
 	}
-	if w.subs == nil {
-		w.startLocked()
-	}
 	for _, ch := range wt.chans {
-		kw := w.keys[ch]
-		if kw == nil {
-			kw = &keyWaiters{settled: make([]bool, len(w.subs))}
-			w.keys[ch] = kw
-			w.sendLocked(subOp{subscribe: true, ch: ch})
-		}
+		kw := w.channelLocked(ch)
 		kw.quorum = max(kw.quorum, t.quorum)
-		kw.idle = time.Time{}
 		kw.queue = append(kw.queue, wt)
 		if kw.nsettled < len(kw.settled) {
 			wt.unready++
@@ -167,6 +188,72 @@ func (w *waitlist) join(t *target) *waiter {
 		close(wt.ready)
 	}
 	return wt
+}
+
+// channelLocked returns the waiters of channel ch, and subscribes it on
+// every node, opening the connections first, when nobody used it yet. w.mu
+// must be held, and the waitlist open. Called from within a Client call
+// (see startLocked).
+func (w *waitlist) channelLocked(ch string) *keyWaiters {
+	if w.subs == nil {
+		w.startLocked()
+	}
+	kw := w.keys[ch]
+	if kw == nil {
+		kw = &keyWaiters{settled: make([]bool, len(w.subs))}
+		w.keys[ch] = kw
+		w.sendLocked(subOp{subscribe: true, ch: ch})
+	}
+	kw.idle = time.Time{}
+	return kw
+}
+
+// watch adds a watcher of chans, woken by any announcement on any of them.
+// The caller must be inside a Client call, and must call unwatch. A watcher
+// that joins after Close is never woken.
+func (w *waitlist) watch(chans []string) *watcher {
+	wt := &watcher{chans: chans, wake: make(chan struct{}, 1)}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.close {
+		return wt
+	}
+	for _, ch := range chans {
+		kw := w.channelLocked(ch)
+		kw.watchers = append(kw.watchers, wt)
+	}
+	return wt
+}
+
+// unwatch removes a watcher. Its channels stay subscribed for subLinger
+// once nobody uses them, as a waiter's do.
+func (w *waitlist) unwatch(wt *watcher) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wt.removed {
+		return
+	}
+	wt.removed = true
+	for _, ch := range wt.chans {
+		kw := w.keys[ch]
+		if kw == nil {
+			continue
+		}
+		if i := slices.Index(kw.watchers, wt); i >= 0 {
+			kw.watchers = slices.Delete(kw.watchers, i, i+1)
+		}
+		w.idleLocked(kw)
+	}
+}
+
+// idleLocked starts the linger of a channel that nobody uses any more.
+// w.mu must be held.
+func (w *waitlist) idleLocked(kw *keyWaiters) {
+	if !kw.used() {
+		// Kept subscribed for subLinger: the sweep drops it.
+		kw.idle = time.Now()
+		w.armSweepLocked()
+	}
 }
 
 // settle records that a node confirmed the subscription of a channel, or
@@ -234,11 +321,7 @@ func (w *waitlist) leave(wt *waiter, won bool) {
 		if woken {
 			wakeFirst(kw.queue)
 		}
-		if len(kw.queue) == 0 {
-			// Kept subscribed for subLinger: the sweep drops it.
-			kw.idle = time.Now()
-			w.armSweepLocked()
-		}
+		w.idleLocked(kw)
 	}
 }
 
@@ -262,7 +345,7 @@ func (w *waitlist) sweepIdle() {
 	now, pending := time.Now(), false
 	for ch, kw := range w.keys {
 		switch {
-		case len(kw.queue) > 0:
+		case kw.used():
 		case now.Sub(kw.idle) >= subLinger:
 			delete(w.keys, ch)
 			w.sendLocked(subOp{subscribe: false, ch: ch})
@@ -548,7 +631,8 @@ func (w *waitlist) backoff(ns *nodeSub) bool {
 }
 
 // dispatch counts one node's announcement of a release, and wakes the oldest
-// waiter on the channel when a quorum of nodes has announced it.
+// waiter on the channel when a quorum of nodes has announced it. Every
+// announcement wakes the channel's watchers.
 func (w *waitlist) dispatch(ch, released string, node int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -556,6 +640,7 @@ func (w *waitlist) dispatch(ch, released string, node int) {
 	if kw == nil {
 		return
 	}
+	kw.wakeWatchers()
 	if kw.last != released || kw.from == nil {
 		kw.last, kw.from, kw.count = released, make([]bool, len(w.c.nodes)), 0
 	}
@@ -570,7 +655,8 @@ func (w *waitlist) dispatch(ch, released string, node int) {
 
 // releasedLocally wakes the oldest waiter on each of the keys, for a release
 // of value that this Client confirmed on a quorum, and counts the release as
-// announced, so that its announcements do not wake another waiter.
+// announced, so that its announcements do not wake another waiter. It wakes
+// the keys' watchers too: the release may go unannounced.
 func (w *waitlist) releasedLocally(rkeys []string, value string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -579,7 +665,11 @@ func (w *waitlist) releasedLocally(rkeys []string, value string) {
 	}
 	for _, rk := range rkeys {
 		kw := w.keys[releaseChannel(rk)]
-		if kw == nil || len(kw.queue) == 0 {
+		if kw == nil {
+			continue
+		}
+		kw.wakeWatchers()
+		if len(kw.queue) == 0 {
 			continue
 		}
 		if kw.last == value && kw.count >= kw.quorum {

@@ -1,6 +1,7 @@
 // Package keyspace names the keys and channels that redlock derives from a
-// lock key: the waiting marker, the fence counter, the release channel and
-// the barrier.
+// lock key: the waiting marker, the fence counter, the release channel, the
+// barrier, a fair lock's ticket counter and queue, and an election's term
+// record and channel.
 //
 // A derived name is the lock key, then Reserved, then what it is, then a
 // hash tag when the lock key has none:
@@ -42,6 +43,11 @@ const (
 	fence      = "fence"
 	released   = "released"
 	replicated = "replicated"
+	ticket     = "ticket"
+	queue      = "queue"
+	deadline   = "deadline"
+	term       = "term"
+	elected    = "elected"
 )
 
 // Check returns an error when key, a lock key with its prefix, contains
@@ -76,6 +82,28 @@ func Channel(key string) string { return derive(key, released) }
 // SET always does, so WAITAOF then waits for an fsync past every earlier
 // write. Nothing else uses the key, and it is gone at once.
 func Barrier(key string) string { return derive(key, replicated) }
+
+// Ticket names the ticket counter of key: the quorum-monotonic counter
+// that orders the fair waiters of key (see docs/FAIRNESS.md). Like the
+// fence counter it never expires.
+func Ticket(key string) string { return derive(key, ticket) }
+
+// Queue names the sorted set of key's fair waiters on a node: each
+// waiting call's id, scored by its ticket.
+func Queue(key string) string { return derive(key, queue) }
+
+// Deadline names the sorted set of the expiry times, in node milliseconds,
+// of the entries of key's Queue, and of the tombstones of fair calls that
+// ended.
+func Deadline(key string) string { return derive(key, deadline) }
+
+// Term names the term record of an election on key: the term, the token
+// and the value of the leader that the record names.
+func Term(key string) string { return derive(key, term) }
+
+// Elected names the pub/sub channel on which a new term of an election on
+// key is announced (a shard channel on a Redis Cluster node).
+func Elected(key string) string { return derive(key, elected) }
 
 func derive(key, kind string) string {
 	return key + Reserved + kind + slotTag(key, kind)

@@ -53,7 +53,8 @@ func TestDerivedNames(t *testing.T) {
 		lockKeys[k] = true
 	}
 	for _, k := range keys {
-		for _, d := range []string{Waiting(k), Fence(k), Channel(k), Barrier(k)} {
+		names := []string{Waiting(k), Fence(k), Channel(k), Barrier(k), Ticket(k), Queue(k), Deadline(k), Term(k), Elected(k)}
+		for _, d := range names {
 			if !strings.HasPrefix(d, k) {
 				t.Fatalf("derived %q does not start with its lock key %q", d, k)
 			}
@@ -71,8 +72,12 @@ func TestDerivedNames(t *testing.T) {
 				t.Fatalf("derived %q is in slot %d, its lock key %q in %d", d, Slot(d), k, Slot(k))
 			}
 		}
-		if Waiting(k) == Fence(k) || Fence(k) == Channel(k) || Waiting(k) == Channel(k) {
-			t.Fatalf("derived names of %q coincide", k)
+		distinct := map[string]bool{}
+		for _, d := range names {
+			distinct[d] = true
+		}
+		if len(distinct) != len(names) {
+			t.Fatalf("derived names of %q coincide: %q", k, names)
 		}
 	}
 }

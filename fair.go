@@ -1,0 +1,234 @@
+package redlock
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockgo/redlock/internal/keyspace"
+)
+
+// This file is the fair lock's part of an acquisition (WithFair): the
+// ticket round, the place in the queue, and leaving the queue. The queue
+// itself is on the nodes (queue.lua), and docs/FAIRNESS.md says why its
+// order holds over a quorum.
+//
+// A fair call's first attempt has no ticket: it takes the key only when
+// nobody is queued (fairacquire.lua), which is all TryLock does. A waiting
+// call then draws a ticket, in a round of its own (ticket.lua on every
+// node, the largest of a quorum's answers), and every later attempt queues
+// the call at that ticket on each node it reaches, or refreshes its entry
+// there, and wins only where the call is the head of the queue. When the
+// call ends, it leaves the queue on every node, announcing its leave when
+// it was the head of a free key, so that the next call need not wait for
+// its retry.
+
+// fairKeys are a fair lock's KEYS, boxed once: acquire's are
+// fairacquire.lua's (the lock key, its queue, its deadlines, its ticket
+// counter, then its fence counter with fencing), leave's fairleave.lua's
+// (the first three), and ticket's ticket.lua's.
+type fairKeys struct {
+	acquire, leave, ticket []any
+}
+
+// newFairKeys names the queue keys of the lock key rk, whose fence counter
+// is the first of fence, if any.
+func newFairKeys(rk string, fence []string) *fairKeys {
+	keys := []any{rk, keyspace.Queue(rk), keyspace.Deadline(rk), keyspace.Ticket(rk)}
+	if fence != nil {
+		keys = append(keys, fence[0])
+	}
+	return &fairKeys{acquire: keys, leave: keys[:3:3], ticket: keys[3:4:4]}
+}
+
+// fairState is where a fair call stands in its key's queue. Only the
+// calling goroutine uses it.
+type fairState struct {
+	// ticket is the call's ticket, as a decimal string; "" before the
+	// ticket round gave one.
+	ticket string
+	// place is the call's place in the queue by its last attempt that a
+	// quorum answered (1 for the head), and 0 before that.
+	place int
+	// moved is set when an attempt changed place, until the call has told
+	// the Observer and WithQueuePlace's function.
+	moved bool
+}
+
+// ticketArg is fairacquire.lua's ticket argument: "0" before the call has
+// a ticket.
+func (f *fairState) ticketArg() string {
+	if f.ticket == "" {
+		return "0"
+	}
+	return f.ticket
+}
+
+// read learns the call's place from a ticketed attempt's answers, and
+// reports whether it changed. A node that said yes has the call at the head
+// of its queue; one that said no answered minus its place. The call's place
+// is the quorum-th smallest of them: a quorum of nodes has at most place-1
+// calls ahead of it, and the call can only win once a quorum has none. With
+// fewer than a quorum of places nothing is learned.
+func (f *fairState) read(o *outcome, quorum int) bool {
+	if f.ticket == "" {
+		return false
+	}
+	places := make([]int64, 0, len(o.votes))
+	for i, v := range o.votes {
+		switch {
+		case !o.got[i]:
+		case v.v == VoteYes:
+			places = append(places, 1)
+		case v.v == VoteNo && o.vals[i] < 0:
+			places = append(places, -o.vals[i])
+		}
+	}
+	if len(places) < quorum {
+		return false
+	}
+	slices.Sort(places)
+	p := int(places[quorum-1])
+	if p == f.place {
+		return false
+	}
+	f.place = p
+	return true
+}
+
+// fairAcquireArgs builds fairacquire.lua's arguments. KEYS: the lock key,
+// its queue, its deadlines, its ticket counter, its fence counter with
+// fencing. ARGV: the value, the TTL the node keeps the key for, '1' with
+// fencing, the acquisition's id, the attempt's number, the ticket ("0"
+// before the call has one), the life of a queue entry (the lock's TTL).
+func fairAcquireArgs(dst []any, t *target, tk token, ttl time.Duration, ttlArg any, _ *testHooks) []any {
+	fence := "0"
+	if t.fence != nil {
+		fence = "1"
+	}
+	ticket := tk.ticket
+	if ticket == "" {
+		ticket = "0"
+	}
+	return append(withKeys(dst, t.fair.acquire), tk.value, ttlArg, fence, tk.id, tk.n, ticket, ttl.Milliseconds())
+}
+
+// drawTicket runs the ticket round of a fair call: ticket.lua on every
+// node, and the largest answer of a quorum becomes the call's ticket. It
+// reports whether a quorum answered; otherwise the call waits and tries
+// again. The call's next attempt writes the ticket back (fairacquire.lua
+// raises each counter it reaches to it): until a quorum has it, a call that
+// draws its ticket later may draw a smaller one, and the two are ordered as
+// calls that began to wait at once.
+func (a *acquisition) drawTicket(ctx context.Context) bool {
+	c, t := a.c, a.t
+	jobs := make([]ticketJob, len(c.nodes))
+	o := c.fanout(ctx, &spec{
+		op:      "ticket",
+		quorum:  t.quorum,
+		timeout: a.cfg.nodeTimeout,
+		life:    a.cfg.releaseTimeout(),
+		leg:     func(i int) *leg { return &jobs[i].leg },
+		start: func(_ context.Context, lg *leg) {
+			j := &jobs[lg.n.index]
+			j.key = t.fair.ticket
+			lg.n.pipe.Submit(j)
+		},
+	})
+	o.finish(nil)
+	if o.yes < t.quorum || o.ctxErr != nil {
+		return false
+	}
+	var m int64
+	for i, v := range o.votes {
+		if v.v == VoteYes {
+			m = max(m, o.vals[i])
+		}
+	}
+	if c.hooks.ticketOf != nil {
+		m = c.hooks.ticketOf(m)
+	}
+	a.fair.ticket = strconv.FormatInt(m, 10)
+	return true
+}
+
+// ticketJob draws a ticket on one node.
+type ticketJob struct {
+	leg
+	key  []any // the ticket counter, boxed
+	cmd  *redis.Cmd
+	args [4]any
+	evalFallback
+}
+
+func (j *ticketJob) Deadline() time.Time { return j.end }
+func (j *ticketJob) Fail(err error)      { j.leg.deliver(0, err) }
+
+func (j *ticketJob) Commands(cmds []redis.Cmder) []redis.Cmder {
+	j.cmd = redis.NewCmd(context.Background(), withKeys(evalStart(j.args[:0], scriptTicket, j.eval), j.key)...)
+	return append(cmds, j.cmd)
+}
+
+func (j *ticketJob) Done(time.Time, time.Time) bool {
+	if j.resendAsEval(j.cmd) {
+		return true
+	}
+	j.leg.deliver(j.cmd.Int64())
+	return false
+}
+
+// leaveQueue takes a fair call out of its key's queue on every node,
+// without waiting for the replies: the winner's entry once it won, or the
+// entry of a call that gave up, whose leave announce asks the nodes to
+// announce when it was the head of a free key. A node it does not reach
+// drops the entry one TTL after the call's last attempt refreshed it.
+func (a *acquisition) leaveQueue(announce bool) {
+	ttl := a.cfg.ttl.Milliseconds()
+	end := time.Now().Add(a.cfg.releaseTimeout())
+	for _, n := range a.c.nodes {
+		n.pipe.Submit(&fairLeaveJob{t: a.t, n: n, ttl: ttl, announce: announce, end: end})
+	}
+}
+
+// fairLeaveJob takes a fair call out of its key's queue on node n.
+type fairLeaveJob struct {
+	t        *target
+	n        *node
+	ttl      int64 // the tombstone's life, in milliseconds
+	announce bool
+	end      time.Time
+	cmd      *redis.Cmd
+	evalFallback
+}
+
+func (j *fairLeaveJob) Deadline() time.Time { return j.end }
+func (j *fairLeaveJob) Fail(error)          {}
+
+func (j *fairLeaveJob) Commands(cmds []redis.Cmder) []redis.Cmder {
+	args := withKeys(evalStart(make([]any, 0, 10), scriptFairLeave, j.eval), j.t.fair.leave)
+	j.cmd = redis.NewCmd(context.Background(), append(args, j.t.id, j.ttl, j.t.channel(j.announce), j.n.shardArg)...)
+	return append(cmds, j.cmd)
+}
+
+func (j *fairLeaveJob) Done(time.Time, time.Time) bool { return j.resendAsEval(j.cmd) }
+
+// queued is what a waiting fair call does after an attempt that failed: it
+// tells WithQueuePlace's function of a new place, and draws its ticket
+// after its first attempt. A round that a quorum did not answer leaves the
+// call without a ticket: its next attempt is unticketed again, and it draws
+// after that.
+func (a *acquisition) queued(ctx context.Context, ev *callEvents) {
+	if a.fair.moved {
+		a.fair.moved = false
+		ev.queued(a.fair.place)
+		if a.cfg.queuePlace != nil {
+			a.cfg.queuePlace(a.fair.place)
+		}
+	}
+	if a.fair.ticket == "" {
+		a.drawTicket(ctx)
+	}
+}

@@ -1,0 +1,62 @@
+-- fairacquire.lua is one attempt of a fair lock (WithFair). It queues the
+-- call, or refreshes its entry, and takes the lock key only for the head of
+-- the queue: the first live entry, by (ticket, id). A call's first attempt
+-- has no ticket yet ('0'): it takes the key only when no call is queued,
+-- and does not queue. The key is a plain string, taken through takeAll, as
+-- acquire.lua takes it: the queue only adds a condition to the take.
+--
+-- A copy of this very attempt (the key already holds its value) counts as
+-- taken and writes no entry. A call whose tombstone is here ended: a late
+-- copy of one of its attempts neither queues it again nor takes the key.
+-- The winner's entry is left: the caller takes it out once the attempt won
+-- on a quorum (fairleave.lua), since an attempt that won here but lost the
+-- quorum must stay queued.
+--
+-- KEYS[1]: the lock key.
+-- KEYS[2]: its queue.
+-- KEYS[3]: its deadlines (see queue.lua).
+-- KEYS[4]: its ticket counter.
+-- KEYS[5]: with fencing, its fence counter.
+-- ARGV[1]: the attempt's value.
+-- ARGV[2]: the TTL in milliseconds (the lock-delay included).
+-- ARGV[3]: '1' with fencing, else '0'.
+-- ARGV[4]: the acquisition's id.
+-- ARGV[5]: the attempt's number.
+-- ARGV[6]: the call's ticket, or '0' before it has one.
+-- ARGV[7]: how long an entry lives unless refreshed, in milliseconds (the
+--          lock's TTL).
+--
+-- Returns 1, or with fencing the key's new fence, when the key is ours.
+-- Otherwise 0 when the call is not queued here, else minus its place in
+-- the queue (-1 for the head).
+local value, ttl, id, attempt, ticket = ARGV[1], ARGV[2], ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local q, d = KEYS[2], KEYS[3]
+local now = nodeMillis()
+purgeQueue(q, d, now)
+local may
+if redis.pcall('GET', KEYS[1]) == value then
+  may = true
+elseif ticket ~= '0' then
+  if redis.call('ZSCORE', d, '!' .. id) then
+    return 0
+  end
+  raiseCounter(KEYS[4], ticket)
+  enqueue(q, d, id, ticket, now + tonumber(ARGV[7]), now)
+  may = queueHead(q) == id
+else
+  may = redis.call('ZCARD', q) == 0
+end
+if may and takeAll(1, value, '', ttl, id, attempt) then
+  if ARGV[3] == '1' then
+    return bumpCounter(KEYS[5])
+  end
+  return 1
+end
+if ticket == '0' then
+  return 0
+end
+local r = redis.call('ZRANK', q, id)
+if not r then
+  return 0
+end
+return -(r + 1)

@@ -1,0 +1,11 @@
+-- ticket.lua draws a fair waiter's ticket (WithFair): the first phase of a
+-- quorum-monotonic counter, as an acquire's fence is. The caller takes the
+-- largest answer of a quorum of nodes, and its first queued attempt writes
+-- it back (fairacquire.lua raises each counter to it), so that a call that
+-- draws its ticket after that attempt was answered by a quorum meets one
+-- of those nodes, and draws a larger ticket (see docs/FAIRNESS.md).
+--
+-- KEYS[1]: the ticket counter of the lock key.
+--
+-- Returns the counter, incremented.
+return bumpCounter(KEYS[1])
