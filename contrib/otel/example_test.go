@@ -2,8 +2,11 @@ package redlockotel_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+	"strings"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -63,6 +66,75 @@ func ExampleNew() {
 	// Output:
 	// redlock.attempts cluster=locks-eu,outcome=acquired 1
 	// redlock.releases cluster=locks-eu,outcome=released 1
+}
+
+func ExampleWithKeyClass() {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(ctx) }()
+
+	// Lock names such as "invoice:2024:17" are many; their prefix is a
+	// bounded class.
+	byPrefix := func(key string) string {
+		class, _, _ := strings.Cut(key, ":")
+		return class
+	}
+	obs, err := redlockotel.New(mp, redlockotel.WithKeyClass(byPrefix))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	nodes, stop := startNodes()
+	defer stop()
+	holder, err := redlock.New(nodes)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = holder.Close() }()
+	c, err := redlock.New(nodes, redlock.WithObserver(obs))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+
+	held, err := holder.TryLock(ctx, "invoice:2024:17")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = held.Unlock(ctx) }()
+	// This call waits for the holder until its deadline.
+	waitCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if _, err := c.Lock(waitCtx, "invoice:2024:17"); !errors.Is(err, context.DeadlineExceeded) {
+		log.Fatalf("got %v, want the deadline", err)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		log.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch data := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				if m.Name == "redlock.lock.waiters" {
+					for _, dp := range data.DataPoints {
+						fmt.Println(m.Name, dp.Attributes.Encoded(attribute.DefaultEncoder()), dp.Value)
+					}
+				}
+			case metricdata.Histogram[float64]:
+				if m.Name == "redlock.lock.wait.duration" {
+					for _, dp := range data.DataPoints {
+						fmt.Println(m.Name, dp.Attributes.Encoded(attribute.DefaultEncoder()), "count", dp.Count)
+					}
+				}
+			}
+		}
+	}
+	// Output:
+	// redlock.lock.waiters key_class=invoice,kind=lock 0
+	// redlock.lock.wait.duration key_class=invoice,kind=lock,outcome=cancelled count 1
 }
 
 // startNodes starts 5 in-process Redis masters and returns a connected

@@ -1,6 +1,6 @@
 // Package redlockotel reports what a redlock.Client does as OpenTelemetry
-// metrics. It is a module of its own, so that the redlock module does not
-// depend on OpenTelemetry.
+// metrics, and traces each acquisition call with a span. It is a module of
+// its own, so that the redlock module does not depend on OpenTelemetry.
 //
 // Create an Observer from a MeterProvider and give it to the Client:
 //
@@ -20,6 +20,9 @@
 //	redlock.extensions        counter    {extension}  outcome
 //	redlock.releases          counter    {release}    outcome
 //	redlock.losses            counter    {loss}       reason
+//	redlock.lock.waiters        updowncounter  {waiter}  key_class, kind
+//	redlock.lock.wait.duration  histogram      s         key_class, kind, outcome
+//	redlock.lock.held.duration  histogram      s         key_class, kind, outcome
 //
 // redlock.attempts counts each acquisition attempt (Lock retries count once
 // each), with outcome acquired, not_acquired, or cancelled when the caller's
@@ -40,6 +43,29 @@
 // was decided: it timed out, or a quorum was reached or lost without it).
 // Rounds of auto-extension carry no per-node votes, so they add nothing here.
 //
+// redlock.lock.waiters is the number of acquisition calls waiting for a
+// lock now: +1 at redlock.WaitBeganObserver's WaitBegan, -1 at WaitEnded,
+// which redlock pairs exactly, Close included, so it returns to 0.
+// redlock.lock.wait.duration is each such call's WaitResult.Waited (from
+// the call's start to its return), with outcome acquired, not_acquired or
+// cancelled; calls that won at their first attempt, and TryLock, never
+// wait and are not in it (redlock.attempts counts them).
+// redlock.lock.held.duration is how long each Lock was held, from the call's
+// return to Unlock or to the loss (redlock.HoldResult.Held), with outcome
+// released, not_released or lost. kind is the redlock.Kind of the hold:
+// lock, owner, fair, read, permit or election. key_class is the class that
+// WithKeyClass maps the lock's name to, "default" without it: these three
+// never carry the raw key, even with WithKeyAttribute.
+//
+// The Observer is also a redlock.LockTracer: each acquisition call (Lock,
+// TryLock, LockMulti, RLock, a Semaphore's Acquire, Campaign) gets a span
+// named redlock.Lock, a child of the span in the caller's ctx, from the
+// TracerProvider of WithTracerProvider (otel.GetTracerProvider() by
+// default). It carries redlock.key_class, redlock.kind, redlock.attempts,
+// redlock.waited (seconds), redlock.outcome, redlock.queue.place for a fair
+// call that learned its place, and redlock.key with WithKeyAttribute; its
+// status is Error, with the error recorded, when the call did not acquire.
+//
 // The lock key is not an attribute unless WithKeyAttribute asks for it, and
 // tokens never are: keys are often unbounded in number, which metric
 // backends handle badly.
@@ -52,8 +78,10 @@ import (
 	"sync"
 
 	"github.com/redlockgo/redlock"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // scope is the instrumentation scope of the Observer's meter.
@@ -68,16 +96,22 @@ const (
 	keyAddr    = attribute.Key("addr")
 	keyVote    = attribute.Key("vote")
 	keyKey     = attribute.Key("key")
+	// key_class, not key.class: "key" is an attribute of its own, and an
+	// OpenTelemetry name should not be both an attribute and a namespace.
+	keyKeyClass = attribute.Key("key_class")
+	keyKind     = attribute.Key("kind")
 )
 
-var reserved = []attribute.Key{keyOutcome, keyReason, keyOp, keyNode, keyAddr, keyVote, keyKey}
+var reserved = []attribute.Key{keyOutcome, keyReason, keyOp, keyNode, keyAddr, keyVote, keyKey, keyKeyClass, keyKind}
 
 // Bucket boundaries, in seconds, advised to the SDK; a View overrides them.
 // A round is bounded by the node timeout (at most 100 ms by default); a
 // validity is close to the TTL (10 s by default).
+// A wait or a hold lasts from a millisecond to minutes.
 var (
 	durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 	validityBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600}
+	holdBuckets     = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 )
 
 // ErrInvalidOption is wrapped by the error New returns for a nil
@@ -99,6 +133,12 @@ type Observer struct {
 	plain     metric.MeasurementOption // the set with no label; nil with the key
 	labelSets sync.Map                 // labelKey → metric.MeasurementOption
 	voteSets  sync.Map                 // voteKey → metric.MeasurementOption
+	// classSets holds the sets of the wait and hold instruments, which
+	// never carry the key: classKey → metric.MeasurementOption.
+	classSets sync.Map
+
+	keyClass func(key string) string // from WithKeyClass; nil: "default"
+	tracer   trace.Tracer
 
 	attempts        metric.Int64Counter
 	attemptDuration metric.Float64Histogram
@@ -107,17 +147,27 @@ type Observer struct {
 	extensions      metric.Int64Counter
 	releases        metric.Int64Counter
 	losses          metric.Int64Counter
+	waiters         metric.Int64UpDownCounter
+	waitDuration    metric.Float64Histogram
+	heldDuration    metric.Float64Histogram
 }
 
-var _ redlock.Observer = (*Observer)(nil)
+var (
+	_ redlock.Observer          = (*Observer)(nil)
+	_ redlock.WaitBeganObserver = (*Observer)(nil)
+	_ redlock.WaitEndedObserver = (*Observer)(nil)
+	_ redlock.HoldEndedObserver = (*Observer)(nil)
+	_ redlock.LockTracer        = (*Observer)(nil)
+)
 
 // New returns an Observer that records on a meter of mp. Pass
 // otel.GetMeterProvider() to use the global MeterProvider.
 //
 // New fails, with an error that wraps ErrInvalidOption and names the
-// problem, when mp is nil or an attribute given to WithAttributes has an
-// empty key, no value, or a key the Observer sets itself. It also fails
-// when mp refuses to create an instrument; the error then joins mp's errors.
+// problem, when mp is nil, WithTracerProvider was given nil, or an
+// attribute given to WithAttributes has an empty key, no value, or a key
+// the Observer sets itself. It also fails when mp refuses to create an
+// instrument; the error then joins mp's errors.
 func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 	if mp == nil {
 		return nil, fmt.Errorf("%w: nil MeterProvider (pass otel.GetMeterProvider() for the global one)", ErrInvalidOption)
@@ -125,6 +175,12 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 	var cfg config
 	for _, opt := range opts {
 		opt(&cfg)
+	}
+	if cfg.tpSet && cfg.tp == nil {
+		return nil, fmt.Errorf("%w: nil TracerProvider (pass otel.GetTracerProvider() for the global one)", ErrInvalidOption)
+	}
+	if !cfg.tpSet {
+		cfg.tp = otel.GetTracerProvider()
 	}
 	for _, kv := range cfg.attrs {
 		if !kv.Valid() {
@@ -141,7 +197,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 	}
 
 	m := mp.Meter(scope)
-	o := &Observer{base: cfg.attrs, withKey: cfg.withKey}
+	o := &Observer{base: cfg.attrs, withKey: cfg.withKey, keyClass: cfg.keyClass, tracer: cfg.tp.Tracer(scope)}
 	if !o.withKey {
 		o.plain = o.attrs("")
 	}
@@ -164,6 +220,12 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 	o.extensions = counter("redlock.extensions", "{extension}", "Lock extensions, by Extend and by auto-extension, by outcome.")
 	o.releases = counter("redlock.releases", "{release}", "Unlocks that reached the nodes, by outcome.")
 	o.losses = counter("redlock.losses", "{loss}", "Locks that ended without Unlock, by reason.")
+	waiters, err := m.Int64UpDownCounter("redlock.lock.waiters", metric.WithUnit("{waiter}"),
+		metric.WithDescription("Lock calls waiting for a lock now, by key class and kind."))
+	errs = append(errs, err)
+	o.waiters = waiters
+	o.waitDuration = histogram("redlock.lock.wait.duration", "Time Lock calls that waited spent, from the call's start to its return, by outcome.", holdBuckets)
+	o.heldDuration = histogram("redlock.lock.held.duration", "Time a lock was held, from its acquisition call's return to Unlock or its loss, by outcome.", holdBuckets)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("redlockotel: creating instruments: %w", err)
 	}
