@@ -220,6 +220,10 @@ type statusReport struct {
 	HeldOn int    `json:"held_on"`
 	// Answered is the number of nodes that answered.
 	Answered int `json:"answered"`
+	// Waiters is the number of fair Lock calls (WithFair) queued for the
+	// key on a quorum of nodes; other waiting calls are not queued on the
+	// nodes.
+	Waiters int `json:"waiters,omitempty"`
 }
 
 // nodeStatus is one node's answer.
@@ -257,6 +261,7 @@ func newStatusReport(h *redlock.Holding, specs []nodeSpec) *statusReport {
 		Key: h.Key, Quorum: h.Quorum, Nodes: make([]nodeStatus, len(h.Nodes)),
 		Held: h.Held, Token: h.Token, Label: h.Label, Owner: h.Owner, Count: h.Count,
 		Shared: h.Shared, Permits: h.Permits, RemainingMS: h.Remaining.Milliseconds(), NoExpiry: h.NoExpiry,
+		Waiters: h.Waiters,
 	}
 	if len(h.Tokens) > 1 {
 		rep.Tokens = h.Tokens
@@ -437,6 +442,9 @@ func (r *statusReport) verdict() string {
 	}
 	if foreign > 0 {
 		notes += fmt.Sprintf("; %d of %d nodes hold a value at the key that is not a lock", foreign, len(r.Nodes))
+	}
+	if r.Waiters > 0 {
+		notes += fmt.Sprintf("; %d fair %s queued", r.Waiters, plural(int64(r.Waiters), "call"))
 	}
 	switch {
 	case r.Held:

@@ -253,6 +253,8 @@ func TestStatusVerdict(t *testing.T) {
 		{"too few answered", statusReport{}, []nodeStatus{free, failed, failed},
 			"unknown: free on the 1 of 3 nodes that answered, fewer than the quorum of 2; 2 of 3 nodes did not answer"},
 		{"unknown", statusReport{}, []nodeStatus{failed, failed, failed}, "unknown: none of the 3 nodes answered"},
+		{"queued", statusReport{Held: true, Token: "a", RemainingMS: 900, Waiters: 2}, []nodeStatus{held("a"), held("a"), free},
+			"held by a on 2 of 3 nodes (quorum 2), for 900ms more at least; 2 fair calls queued"},
 		{"odd token", statusReport{Held: true, Token: "a b\x00"}, []nodeStatus{held("a b\x00")},
 			`held by "a b\x00" on 1 of 1 nodes (quorum 1), for 0s more at least`},
 	}
