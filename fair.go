@@ -28,8 +28,8 @@ import (
 
 // fairKeys are a fair lock's KEYS, boxed once: acquire's are
 // fairacquire.lua's (the lock key, its queue, its deadlines, its ticket
-// counter, then its fence counter with fencing), leave's fairleave.lua's
-// (the first three), and ticket's ticket.lua's.
+// counter, its waiting marker, then its fence counter with fencing),
+// leave's fairleave.lua's (the first three), and ticket's ticket.lua's.
 type fairKeys struct {
 	acquire, leave, ticket []any
 }
@@ -37,7 +37,7 @@ type fairKeys struct {
 // newFairKeys names the queue keys of the lock key rk, whose fence counter
 // is the first of fence, if any.
 func newFairKeys(rk string, fence []string) *fairKeys {
-	keys := []any{rk, keyspace.Queue(rk), keyspace.Deadline(rk), keyspace.Ticket(rk)}
+	keys := []any{rk, keyspace.Queue(rk), keyspace.Deadline(rk), keyspace.Ticket(rk), keyspace.Waiting(rk)}
 	if fence != nil {
 		keys = append(keys, fence[0])
 	}
@@ -48,14 +48,39 @@ func newFairKeys(rk string, fence []string) *fairKeys {
 // calling goroutine uses it.
 type fairState struct {
 	// ticket is the call's ticket, as a decimal string; "" before the
-	// ticket round gave one.
+	// ticket round gave one. number is the same, as a number.
 	ticket string
+	number int64
 	// place is the call's place in the queue by its last attempt that a
 	// quorum answered (1 for the head), and 0 before that.
 	place int
 	// moved is set when an attempt changed place, until the call has told
 	// the Observer and WithQueuePlace's function.
 	moved bool
+}
+
+// num is the call's ticket, and 0 before it has one, and for a call that
+// is not fair (f nil).
+func (f *fairState) num() int64 {
+	if f == nil {
+		return 0
+	}
+	return f.number
+}
+
+// pause is how long a waiting call waits for a wake-up before its next
+// attempt, given d, its retry delay: d, but a fair call with two or more
+// calls ahead of it in the queue waits a quarter of the TTL, long enough to
+// spare the nodes an attempt per retry delay and short enough to refresh
+// its entry three times within the entry's life. Its turn comes by a wake-up
+// all the same: the queued attempts set the key's waiting marker, so every
+// release is announced, and a Client wakes its fair waiters in queue order.
+// Without pub/sub every call waits d. f is nil for a call that is not fair.
+func (f *fairState) pause(cfg *config, d time.Duration) time.Duration {
+	if f == nil || f.place <= 2 || !cfg.pubsub {
+		return d
+	}
+	return max(d, cfg.ttl/4)
 }
 
 // ticketArg is fairacquire.lua's ticket argument: "0" before the call has
@@ -151,7 +176,7 @@ func (a *acquisition) drawTicket(ctx context.Context) bool {
 	if c.hooks.ticketOf != nil {
 		m = c.hooks.ticketOf(m)
 	}
-	a.fair.ticket = strconv.FormatInt(m, 10)
+	a.fair.ticket, a.fair.number = strconv.FormatInt(m, 10), m
 	return true
 }
 
@@ -221,6 +246,9 @@ func (j *fairLeaveJob) Done(time.Time, time.Time) bool { return j.resendAsEval(j
 // call without a ticket: its next attempt is unticketed again, and it draws
 // after that.
 func (a *acquisition) queued(ctx context.Context, ev *callEvents) {
+	if h := a.c.hooks.fairRetry; h != nil {
+		h(ctx)
+	}
 	if a.fair.moved {
 		a.fair.moved = false
 		ev.queued(a.fair.place)

@@ -392,7 +392,7 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		if last != nil {
 			took = last.Stats.Elapsed
 		}
-		delay := time.NewTimer(cfg.retryDelay() + spread(took))
+		delay := time.NewTimer(a.fair.pause(cfg, cfg.retryDelay()+spread(took)))
 		defer delay.Stop()
 		select {
 		case <-wake:
@@ -413,11 +413,17 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		// fair call does not: it draws its ticket after its first attempt,
 		// and its place comes from that.
 		ev.began()
-		wt = c.waitlist.join(t)
+		wt = c.waitlist.join(t, 0)
 		a.wait()
 		if err := pause(nil); err != nil {
 			return nil, err
 		}
+	}
+	if wait && a.fair != nil && cfg.pubsub && c.waitlist.waiting(t) {
+		// Fair calls of this Client already wait for the key: the first
+		// attempt, which takes the key only when nobody is queued, would
+		// fail. Draw the ticket now, and queue with the first attempt.
+		a.drawTicket(ctx)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -455,7 +461,7 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 			// subscription took effect: the holder may have released
 			// before it did, unannounced to us. A node that does not
 			// confirm (hung) holds this up to the retry delay.
-			wt = c.waitlist.join(t)
+			wt = c.waitlist.join(t, a.fair.num())
 			a.wait()
 			if err := pause(wt.ready); err != nil {
 				return nil, err

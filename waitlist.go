@@ -109,6 +109,12 @@ type waiter struct {
 	// that wait in a row are woken together, since they can all hold the
 	// key at once.
 	fl *flavour
+	// ticket and id order a fair call (WithFair) among the Client's fair
+	// waiters as the nodes' queues order it, so that a release wakes the
+	// one whose turn it is; ticket is 0 for the other calls, which queue
+	// in the order they joined.
+	ticket int64
+	id     string
 }
 
 // nodeSub is the subscription connection to one node. Its control goroutine
@@ -162,13 +168,16 @@ func newWaitlist(c *Client) *waitlist {
 }
 
 // join adds a waiter for the keys of t, woken once t's quorum of nodes
-// announced a release. The caller must call leave.
-func (w *waitlist) join(t *target) *waiter {
+// announced a release; ticket is a fair call's ticket, and 0 for the other
+// calls (see waiter.ticket). The caller must call leave.
+func (w *waitlist) join(t *target, ticket int64) *waiter {
 	wt := &waiter{
-		chans: t.chans, // never changed
-		wake:  make(chan struct{}, 1),
-		fl:    t.fl,
-		ready: make(chan struct{}),
+		chans:  t.chans, // never changed
+		wake:   make(chan struct{}, 1),
+		fl:     t.fl,
+		ready:  make(chan struct{}),
+		ticket: ticket,
+		id:     t.id,
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -178,7 +187,7 @@ func (w *waitlist) join(t *target) *waiter {
 	for _, ch := range wt.chans {
 		kw := w.channelLocked(ch)
 		kw.quorum = max(kw.quorum, t.quorum)
-		kw.queue = append(kw.queue, wt)
+		kw.queue = enqueueWaiter(kw.queue, wt)
 		if kw.nsettled < len(kw.settled) {
 			wt.unready++
 			kw.pending = append(kw.pending, wt)
@@ -188,6 +197,20 @@ func (w *waitlist) join(t *target) *waiter {
 		close(wt.ready)
 	}
 	return wt
+}
+
+// enqueueWaiter adds wt to queue: at the end, or for a fair call before
+// the first fair waiter that the nodes' queues order after it (by ticket,
+// then id, as a sorted set orders equal scores).
+func enqueueWaiter(queue []*waiter, wt *waiter) []*waiter {
+	if wt.ticket > 0 {
+		for i, o := range queue {
+			if o.ticket > wt.ticket || o.ticket == wt.ticket && o.id > wt.id {
+				return slices.Insert(queue, i, wt)
+			}
+		}
+	}
+	return append(queue, wt)
 }
 
 // channelLocked returns the waiters of channel ch, and subscribes it on

@@ -15,8 +15,17 @@ import (
 const (
 	nameOurs        = "redlock"
 	nameOursPolling = "redlock (polling)"
-	nameRedsync     = "redsync"
-	nameFloor       = "plain floor"
+	// nameOursFair is redlock with WithFair(true) as the Client's default.
+	nameOursFair = "redlock fair"
+	// nameOursClients and nameOursFairClients are redlock and redlock fair
+	// with one Client per goroutine, each on go-redis clients of its own:
+	// the waiters of one key are then in as many Clients, as they are across
+	// processes, and each Client's pub/sub wakes its own. Only (i) runs
+	// them.
+	nameOursClients     = "redlock, 16 Clients"
+	nameOursFairClients = "redlock fair, 16 Clients"
+	nameRedsync         = "redsync"
+	nameFloor           = "plain floor"
 	// namePipeFloor is the floor on go-redis's AutoPipeline: the reference
 	// for a pipelined transport.
 	namePipeFloor = "pipelined floor"
@@ -45,12 +54,27 @@ type contender struct {
 	name    string
 	clients *clientSet // the rueidis floor's has no clients, only the sent counter
 	lock    func(ctx context.Context, key string) (held, error)
-	close   func() // ends the client and waits for its requests in flight
+	// lockBy, when set, is lock for the g-th goroutine of a measure: a
+	// contender of several Clients gives each goroutine its own.
+	lockBy func(ctx context.Context, g int, key string) (held, error)
+	close  func() // ends the client and waits for its requests in flight
+}
+
+// lockAs takes the lock for the g-th goroutine of a measure.
+func (c *contender) lockAs(ctx context.Context, g int, key string) (held, error) {
+	if c.lockBy != nil {
+		return c.lockBy(ctx, g, key)
+	}
+	return c.lock(ctx, key)
 }
 
 func newContender(name string, addrs []string, opts ...redlock.Option) (*contender, error) {
 	var cs *clientSet
 	switch name {
+	case nameOursClients:
+		return newClientsContender(name, addrs, contendG, opts...)
+	case nameOursFairClients:
+		return newClientsContender(name, addrs, contendG, append(opts, redlock.WithFair(true))...)
 	case nameRedsyncCtx:
 		cs = newClientSetWith(addrs, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 	case nameRueidisFloor:
@@ -60,9 +84,12 @@ func newContender(name string, addrs []string, opts ...redlock.Option) (*contend
 	}
 	c := &contender{name: name, clients: cs}
 	switch name {
-	case nameOurs, nameOursPolling:
-		if name == nameOursPolling {
+	case nameOurs, nameOursPolling, nameOursFair:
+		switch name {
+		case nameOursPolling:
 			opts = append(opts, redlock.WithPubSub(false))
+		case nameOursFair:
+			opts = append(opts, redlock.WithFair(true))
 		}
 		rl, err := redlock.New(cs.universal(), opts...)
 		if err != nil {
@@ -141,6 +168,49 @@ func newContender(name string, addrs []string, opts ...redlock.Option) (*contend
 		return nil, fmt.Errorf("bench: unknown contender %q", name)
 	}
 	return c, nil
+}
+
+// newClientsContender builds n redlock Clients on addrs, each on go-redis
+// clients of its own, whose commands all count into one counter. Its lock
+// uses the first Client; lockBy gives goroutine g Client g mod n.
+func newClientsContender(name string, addrs []string, n int, opts ...redlock.Option) (*contender, error) {
+	cs := &clientSet{}
+	rls := make([]*redlock.Client, 0, n)
+	end := func() {
+		for _, rl := range rls {
+			_ = rl.Close()
+		}
+		cs.close()
+	}
+	for range n {
+		nodes := make([]redis.UniversalClient, len(addrs))
+		for i, a := range addrs {
+			rc := redis.NewClient(&redis.Options{Addr: a})
+			rc.AddHook(&cs.sent)
+			cs.clients = append(cs.clients, rc)
+			nodes[i] = rc
+		}
+		rl, err := redlock.New(nodes, opts...)
+		if err != nil {
+			end()
+			return nil, err
+		}
+		rls = append(rls, rl)
+	}
+	lockBy := func(ctx context.Context, g int, key string) (held, error) {
+		l, err := rls[g%len(rls)].Lock(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	return &contender{
+		name:    name,
+		clients: cs,
+		lock:    func(ctx context.Context, key string) (held, error) { return lockBy(ctx, 0, key) },
+		lockBy:  lockBy,
+		close:   end,
+	}, nil
 }
 
 type redsyncHeld struct{ m *redsync.Mutex }

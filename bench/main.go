@@ -1,12 +1,12 @@
 // Command bench measures redlock against go-redsync/redsync v4 and three floor
 // clients (a plain one and one on go-redis's AutoPipeline, and one that sends
 // the library's own commands on rueidis), on real redis-servers it starts
-// itself, and writes the figures, the targets of issues 12 and 26 and charts
-// into docs/PERFORMANCE.md.
+// itself, and writes the figures, the targets of issues 12, 26 and 29 and
+// charts into docs/PERFORMANCE.md.
 //
 // Run it from this directory:
 //
-//	go run . -out ../docs/PERFORMANCE.md          # full run, about 12 minutes on 2 cores
+//	go run . -out ../docs/PERFORMANCE.md          # full run, about 14 minutes on 2 cores
 //	go run . -quick -out /tmp/perf.md             # smoke test, under 2 minutes
 //	go run . -quick -only bh                      # some measures only, report on stdout
 //
@@ -36,13 +36,13 @@ import (
 // settings sizes a run.
 type settings struct {
 	rounds         int // (a), (b), (e), (f)
-	contRounds     int // (c): each round holds the lock for seconds
+	contRounds     int // (c) and (i): each round holds the lock for seconds
 	degradedRounds int // (d): redsync spends about 10 s per cycle with a paused node
 	wanRounds      int // (h): redsync spends about 160 ms per cycle
 	warmOps        int
 	seqOps         int           // (a) lock+unlock cycles per contender per round
 	parDur         time.Duration // (b) per contender per round
-	contDur        time.Duration // (c) window per contender per round
+	contDur        time.Duration // (c) and (i) window per contender per round
 	degradedOps    int           // (d) cycles per contender per round, at most
 	degradedBudget time.Duration // (d) and at most this long
 	allocOps       int           // (e)
@@ -70,16 +70,16 @@ func main() {
 	var (
 		out     = flag.String("out", "", "write the report to this Markdown file (charts go beside it); stdout when empty")
 		isQuick = flag.Bool("quick", false, "smoke-test sizes: under 2 minutes, figures only indicative")
-		only    = flag.String("only", "abcdefgh", "measures to run, by letter: a sequential, b parallel, c contended, d degraded, e allocations, f scaling, g renewals, h WAN (-only x -profile DIR: profiles only)")
-		rounds  = flag.Int("rounds", 0, "rounds per measure (0: 11, and 5 for (c), (d) and (h); 2, and 1 for (d), with -quick)")
+		only    = flag.String("only", "abcdefghi", "measures to run, by letter: a sequential, b parallel, c contended, d degraded, e allocations, f scaling, g renewals, h WAN, i fair handoff (-only x -profile DIR: profiles only)")
+		rounds  = flag.Int("rounds", 0, "rounds per measure (0: 11, and 5 for (c), (d), (h) and (i); 2, and 1 for (d), with -quick)")
 		profile = flag.String("profile", "", "also write CPU and allocation profiles of redlock and the plain, pipelined and rueidis floors into this directory")
 	)
 	// redistest reads testing.Short, which panics unless the testing
 	// flags are registered.
 	testing.Init()
 	flag.Parse()
-	if bad := strings.Trim(*only, "abcdefghx"); bad != "" || *only == "" {
-		fmt.Fprintf(os.Stderr, "bench: -only takes letters among abcdefgh (and x with -profile), got %q\n", *only)
+	if bad := strings.Trim(*only, "abcdefghix"); bad != "" || *only == "" {
+		fmt.Fprintf(os.Stderr, "bench: -only takes letters among abcdefghi (and x with -profile), got %q\n", *only)
 		os.Exit(2)
 	}
 	s := full
@@ -127,6 +127,7 @@ func run(ctx context.Context, s settings, isQuick bool, only, out, profileDir st
 		{"e", measureAllocations},
 		{"b", measureParallel},
 		{"c", measureContended},
+		{"i", measureFair},
 		{"d", measureDegraded},
 		{"f", measureScaling},
 		{"g", measureRenewals},

@@ -274,7 +274,7 @@ func contended(ctx context.Context, cl *cluster, nodes int, c *contender, g int,
 				var h held
 				for {
 					var err error
-					if h, err = c.lock(hard, key); err == nil {
+					if h, err = c.lockAs(hard, w, key); err == nil {
 						break
 					}
 					if hard.Err() != nil {

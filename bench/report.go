@@ -32,6 +32,9 @@ type results struct {
 
 	cont map[string][]contResult // (c)
 
+	fair     map[string][]contResult // (i), by contender
+	fairPing []latencies             // (i) PING fan-out to the quorum-th reply, one per round
+
 	degHealthy, paused, slow map[string][]latencies // (d)
 	pausedLock               map[string][]latencies // (d) the Lock call alone
 	pausedErrs, slowErrs     map[string]*errCount
@@ -177,6 +180,24 @@ func (res *results) targets() []target {
 		t.met, t.note = check(same, 0.5, true, true)
 		ts = append(ts, t)
 	}
+	if res.fair != nil {
+		gap := func(c contResult) time.Duration { return c.gapP50 }
+		ping := p50s(res.fairPing)
+		fair := res.fair[nameOursFair]
+		add("(i)", fmt.Sprintf("redlock fair handoff gap p50 / quorum fan-out PING p50, %d goroutines on one Client (issue 29)", contendG), "≤ 2.00×",
+			ratioOf(pick(fair, gap), ping), 2, true)
+		add("(i)", "redlock fair min / max acquisitions per goroutine, one Client (issue 29)", "≥ 0.90×", ratios(pickF(fair, evenness)), 0.9, false)
+		for _, name := range []string{nameOurs, nameOursFairClients, nameOursClients} {
+			rs := res.fair[name]
+			reported("(i)", name+": handoff gap p50 / PING p50; min / max acquisitions per goroutine",
+				ratioOf(pick(rs, gap), ping).String()+"; "+ratios(pickF(rs, evenness)).String())
+		}
+		var per []string
+		for _, name := range fairNames {
+			per = append(per, name+" "+fmtNum(median(pickF(res.fair[name], func(c contResult) float64 { return c.cmdsPerAcq }))))
+		}
+		reported("(i)", "Redis commands per acquisition, servers' INFO (script calls included)", strings.Join(per, ", "))
+	}
 	if res.paused != nil {
 		add("(d)", "redlock p50, one node SIGSTOPped / healthy p50", "≤ 1.20×", ratioOf(p50s(res.paused[nameOurs]), p50s(res.degHealthy[nameOurs])), 1.2, true)
 		for _, name := range []string{nameRedsync, nameRedsyncCtx} {
@@ -245,7 +266,7 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 		p("> **Quick mode:** %d rounds of short measures. The figures are indicative only; the committed figures come from a full run.\n\n", s.rounds)
 	}
 	p("Each contender has its own go-redis v9 clients with default options (the rueidis floor has rueidis clients).\n")
-	p("Contenders run in turn within each round (A, B, C, A, B, C, …): %d rounds for (a), (b), (e) and (f), %d for (c),\n", s.rounds, s.contRounds)
+	p("Contenders run in turn within each round (A, B, C, A, B, C, …): %d rounds for (a), (b), (e) and (f), %d for (c) and (i),\n", s.rounds, s.contRounds)
 	p("%d for (d), %d for (h). A figure is\n", s.degradedRounds, s.wanRounds)
 	p("the median over rounds; a comparison is the median of the per-round ratios, with the lowest and highest round\n")
 	p("in brackets. Commands and batches are counted by the servers themselves (INFO stats and commandstats, the\n")
@@ -270,8 +291,8 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	p("  retries, no timeouts of its own. It shows what those commands could cost a client in allocations.\n\n")
 
 	p("## Targets\n\n")
-	p("The targets of issue 12 (pipelined transport), the ones kept from issue 6, and issue 26's allocations per\n")
-	p("lock+unlock.\n\n")
+	p("The targets of issue 12 (pipelined transport), the ones kept from issue 6, issue 26's allocations per\n")
+	p("lock+unlock, and issue 29's fair handoff.\n\n")
 	p("| | Target | Limit | Measured | Verdict |\n|---|---|---|---|---|\n")
 	for _, t := range res.targets() {
 		verdict := "not run"
@@ -454,29 +475,16 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 				failed, overlaps)
 		}
 		p("\nCommands the servers processed per acquisition, by command (median over rounds):\n\n")
-		for _, name := range contendedNames {
-			rs := res.cont[name]
-			names := map[string]bool{}
-			for _, r := range rs {
-				for k := range r.cmdBreakdown {
-					names[k] = true
-				}
-			}
-			var parts []string
-			for _, k := range sortedKeys(names) {
-				v := median(pickF(rs, func(c contResult) float64 { return c.cmdBreakdown[k] }))
-				if v < 0.005 {
-					continue // a few dials of new connections
-				}
-				parts = append(parts, fmt.Sprintf("%s %s", k, fmtNum(v)))
-			}
-			p("- %s: %s\n", name, strings.Join(parts, ", "))
-		}
+		cmdBreakdown(p, contendedNames, res.cont)
 		ours := res.cont[nameOurs]
 		wait := func(c contResult) time.Duration { return c.waitP99 }
 		p("\nPer-round ratios of the wait p99: redlock / redsync %s; redlock (polling) / redsync %s.\n\n",
 			ratioOf(pick(ours, wait), pick(res.cont[nameRedsync], wait)),
 			ratioOf(pick(res.cont[nameOursPolling], wait), pick(res.cont[nameRedsync], wait)))
+	}
+
+	if res.fair != nil {
+		writeFair(p, res)
 	}
 
 	if res.paused != nil {
@@ -637,6 +645,88 @@ func writeReport(w io.Writer, res *results, chartDir string) error {
 	p("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeFair writes the section of (i).
+func writeFair(p func(string, ...any), res *results) {
+	s := res.settings
+	pingP50 := medDur(res.fairPing, func(l latencies) time.Duration { return l.p50 })
+	p("## (i) Fair handoff: %d goroutines on one key\n\n", contendG)
+	p("(c)'s loop and figures (hold %v, a %v window per contender per round, the same *wait*, *gap*, *same\n", contendHold, s.contDur)
+	p("holder* and *commands*; *Unlock p50* is the median time an Unlock call took), for redlock with and without\n")
+	p("`WithFair(true)`: first with the %d goroutines sharing one Client, as (c) runs them, then with one Client per\n", contendG)
+	p("goroutine, each on go-redis clients of its own, so that the waiters are spread over Clients as they are over\n")
+	p("processes: a Client's release wake-up goes to its own longest waiter, so with one Client per goroutine every\n")
+	p("waiting Client's waiter is woken by every release. The yardstick is a PING sent to all %d nodes at once, timed\n", mainNodes)
+	p("to the quorum-th reply, %d times after each round, on the idle servers (p50 %s over the rounds): *gap p50 /\n", s.seqOps, fmtDur(pingP50))
+	p("PING p50* is the median of the per-round ratios. *Min / max* is the fewest acquisitions by one goroutine\n")
+	p("within the window over the most, per round. Issue 29's targets are on the fair lock with one Client, the setup\n")
+	p("the issue and (c) name; the other rows are for contrast.\n\n")
+	p("| Contender | acquisitions/s | wait p50 | wait p99 | wait max | Unlock p50 | gap p50 | gap p99 | gap p50 / PING p50 | same holder | min / max per goroutine | min / max | commands / acquisition | sent / acquisition | failed Lock calls | overlaps |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, name := range fairNames {
+		rs := res.fair[name]
+		d := func(f func(contResult) time.Duration) string { return fmtDur(time.Duration(median(pick(rs, f)))) }
+		fl := func(f func(contResult) float64) float64 { return median(pickF(rs, f)) }
+		failed, overlaps := 0, 0
+		for _, r := range rs {
+			failed += r.failedCalls
+			overlaps += r.overlaps
+		}
+		p("| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %.0f %% | %.0f / %.0f | %s | %s | %s | %d | %d |\n", name,
+			fl(func(c contResult) float64 { return c.perSec }),
+			d(func(c contResult) time.Duration { return c.waitP50 }),
+			d(func(c contResult) time.Duration { return c.waitP99 }),
+			d(func(c contResult) time.Duration { return c.waitMax }),
+			d(func(c contResult) time.Duration { return c.unlockReturns }),
+			d(func(c contResult) time.Duration { return c.gapP50 }),
+			d(func(c contResult) time.Duration { return c.gapP99 }),
+			ratioOf(pick(rs, func(c contResult) time.Duration { return c.gapP50 }), p50s(res.fairPing)),
+			100*fl(func(c contResult) float64 { return c.sameShare }),
+			fl(func(c contResult) float64 { return float64(c.minPer) }),
+			fl(func(c contResult) float64 { return float64(c.maxPer) }),
+			ratios(pickF(rs, evenness)),
+			fmtNum(fl(func(c contResult) float64 { return c.cmdsPerAcq })),
+			fmtNum(fl(func(c contResult) float64 { return c.sentPerAcq })),
+			failed, overlaps)
+	}
+	p("| _PING, %d nodes, quorum-th reply_ | | | | | | %s | %s | | | | | | | | |\n\n", mainNodes,
+		fmtDur(pingP50), fmtDur(medDur(res.fairPing, func(l latencies) time.Duration { return l.p99 })))
+	p("Commands the servers processed per acquisition, by command (median over rounds):\n\n")
+	cmdBreakdown(p, fairNames, res.fair)
+	p("\n")
+}
+
+// evenness is one round's fewest acquisitions by one goroutine over the
+// most: 1 when every goroutine got as many turns.
+func evenness(c contResult) float64 {
+	if c.maxPer == 0 {
+		return 0
+	}
+	return float64(c.minPer) / float64(c.maxPer)
+}
+
+// cmdBreakdown lists, for each contender, the commands the servers
+// processed per acquisition, by command, as medians over rounds.
+func cmdBreakdown(p func(string, ...any), names []string, byName map[string][]contResult) {
+	for _, name := range names {
+		rs := byName[name]
+		cmds := map[string]bool{}
+		for _, r := range rs {
+			for k := range r.cmdBreakdown {
+				cmds[k] = true
+			}
+		}
+		var parts []string
+		for _, k := range sortedKeys(cmds) {
+			v := median(pickF(rs, func(c contResult) float64 { return c.cmdBreakdown[k] }))
+			if v < 0.005 {
+				continue // a few dials of new connections
+			}
+			parts = append(parts, fmt.Sprintf("%s %s", k, fmtNum(v)))
+		}
+		p("- %s: %s\n", name, strings.Join(parts, ", "))
+	}
 }
 
 // errorSamples prints, per contender that had errors, the count of each

@@ -25,6 +25,10 @@ var (
 	// after its node's SET reply.
 	seqNames       = append(mainNames[:len(mainNames):len(mainNames)], nameOrderedFloor)
 	contendedNames = []string{nameOurs, nameOursPolling, nameRedsync}
+	// fairNames are (i)'s contenders: the plain lock for contrast, then
+	// the fair one, first with the 16 goroutines on one Client, as (c)
+	// runs them, then on one Client each.
+	fairNames      = []string{nameOurs, nameOursFair, nameOursClients, nameOursFairClients}
 	degradedNames  = []string{nameOurs, nameRedsync, nameRedsyncCtx, nameFloor, namePipeFloor, nameRueidisFloor}
 	parallelLevels = []int{1, 8, 32, 128, 512}
 	// targetLevels are the goroutine counts that (b)'s targets name.
@@ -191,6 +195,37 @@ func measureContended(ctx context.Context, cl *cluster, res *results) error {
 			cr := contended(ctx, cl, mainNodes, c, contendG, contendHold, s.contDur, key)
 			res.cont[c.name] = append(res.cont[c.name], cr)
 		}
+	}
+	return nil
+}
+
+// (i) Fair handoff: (c)'s 16 goroutines on one key, fair and not, on one
+// Client and on one Client per goroutine, with the quorum fan-out PING of
+// each round as the yardstick of the handoff gap.
+func measureFair(ctx context.Context, cl *cluster, res *results) error {
+	s := res.settings
+	cs, err := contenders(cl.addrs(mainNodes), fairNames...)
+	if err != nil {
+		return err
+	}
+	defer closeAll(cs)
+	pings := newClientSet(cl.addrs(mainNodes))
+	defer pings.close()
+	warm(ctx, cs, "i", s.warmOps)
+	pingQuorum(ctx, pings.clients, s.warmOps)
+	for _, c := range cs {
+		// Dials the connections of every goroutine and every Client,
+		// their subscriptions included.
+		contended(ctx, cl, mainNodes, c, contendG, contendHold, 300*time.Millisecond, "i:warm:"+c.name)
+	}
+	res.fair = map[string][]contResult{}
+	for r := range s.contRounds {
+		logf("(i) %s", roundName("fair handoff", r, s.contRounds))
+		for _, c := range cs {
+			key := fmt.Sprintf("i:%s:%d", c.name, r)
+			res.fair[c.name] = append(res.fair[c.name], contended(ctx, cl, mainNodes, c, contendG, contendHold, s.contDur, key))
+		}
+		res.fairPing = append(res.fairPing, summarise(pingQuorum(ctx, pings.clients, s.seqOps)))
 	}
 	return nil
 }

@@ -10,13 +10,17 @@
 -- copy of one of its attempts neither queues it again nor takes the key.
 -- The winner's entry is left: the caller takes it out once the attempt won
 -- on a quorum (fairleave.lua), since an attempt that won here but lost the
--- quorum must stay queued.
+-- quorum must stay queued. A queued call that did not take the key sets the
+-- key's waiting marker, as a waiting writer's attempt does, so that the
+-- holder's release is announced: the head hears of it at once, even when
+-- its last attempt was before the holder took the key.
 --
 -- KEYS[1]: the lock key.
 -- KEYS[2]: its queue.
 -- KEYS[3]: its deadlines (see queue.lua).
 -- KEYS[4]: its ticket counter.
--- KEYS[5]: with fencing, its fence counter.
+-- KEYS[5]: its waiting marker.
+-- KEYS[6]: with fencing, its fence counter.
 -- ARGV[1]: the attempt's value.
 -- ARGV[2]: the TTL in milliseconds (the lock-delay included).
 -- ARGV[3]: '1' with fencing, else '0'.
@@ -48,7 +52,7 @@ else
 end
 if may and takeAll(1, value, '', ttl, id, attempt) then
   if ARGV[3] == '1' then
-    return bumpCounter(KEYS[5])
+    return bumpCounter(KEYS[6])
   end
   return 1
 end
@@ -59,4 +63,5 @@ local r = redis.call('ZRANK', q, id)
 if not r then
   return 0
 end
+setAtLeast(KEYS[5], '1', ttl)
 return -(r + 1)
