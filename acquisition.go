@@ -240,6 +240,7 @@ func (a *acquisition) newAttempt() *attempt {
 	}
 	if a.fair != nil {
 		at.value.ticket = a.fair.ticketArg()
+		a.fair.sent = a.fair.sent || a.fair.ticket != ""
 	}
 	a.made++
 	if n <= inlineNodes {
@@ -268,7 +269,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		timeout: cfg.nodeTimeout,
 		life:    cfg.releaseTimeout(),
 		skip:    func(i int) error { return at.skip(i, ErrInFlight) },
-		waitNo:  a.fair != nil && a.fair.ticket != "",
+		waitNo:  a.fair != nil,
 		leg:     func(i int) *leg { return &jobs[i].leg },
 		start: func(_ context.Context, lg *leg) {
 			j := &jobs[lg.n.index]
@@ -279,7 +280,14 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		},
 	})
 	at.gathered(o, true)
-	if a.fair != nil && a.fair.read(o, t.quorum) {
+	switch {
+	case a.fair == nil:
+	case a.fair.ticket == "":
+		// The first attempt: a refusal by a quorum drew the ticket.
+		if m, ok := counters(o, t.quorum); ok && o.yes < t.quorum {
+			a.setTicket(m)
+		}
+	case a.fair.read(o, t.quorum):
 		a.fair.moved = true
 	}
 	if a.waiting != nil {

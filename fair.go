@@ -17,9 +17,11 @@ import (
 // order holds over a quorum.
 //
 // A fair call's first attempt has no ticket: it takes the key only when
-// nobody is queued (fairacquire.lua), which is all TryLock does. A waiting
-// call then draws a ticket, in a round of its own (ticket.lua on every
-// node, the largest of a quorum's answers), and every later attempt queues
+// nobody is queued (fairacquire.lua), which is all TryLock does, and each
+// node that refuses draws a ticket there (increments the key's ticket
+// counter) and answers it. The largest of a quorum's answers is the call's
+// ticket; when fewer answered, a waiting call draws it in a round of its
+// own (ticket.lua on every node). Every later attempt queues
 // the call at that ticket on each node it reaches, or refreshes its entry
 // there, and wins only where the call is the head of the queue. When the
 // call ends, it leaves the queue on every node, announcing its leave when
@@ -51,6 +53,9 @@ type fairState struct {
 	// ticket round gave one. number is the same, as a number.
 	ticket string
 	number int64
+	// sent is set once an attempt with the ticket went out: the call may
+	// be queued, and leaves the queue when it ends.
+	sent bool
 	// place is the call's place in the queue by its last attempt that a
 	// quorum answered (1 for the head), and 0 before that.
 	place int
@@ -99,9 +104,6 @@ func (f *fairState) ticketArg() string {
 // calls ahead of it, and the call can only win once a quorum has none. With
 // fewer than a quorum of places nothing is learned.
 func (f *fairState) read(o *outcome, quorum int) bool {
-	if f.ticket == "" {
-		return false
-	}
 	places := make([]int64, 0, len(o.votes))
 	for i, v := range o.votes {
 		switch {
@@ -141,6 +143,29 @@ func fairAcquireArgs(dst []any, t *target, tk token, ttl time.Duration, ttlArg a
 	return append(withKeys(dst, t.fair.acquire), tk.value, ttlArg, fence, tk.id, tk.n, ticket, ttl.Milliseconds())
 }
 
+// counters returns the ticket an attempt without one drew: the largest of
+// the counters that its refusals returned (fairacquire.lua answers minus
+// the counter, incremented), when a quorum of nodes returned one.
+func counters(o *outcome, quorum int) (int64, bool) {
+	var m int64
+	n := 0
+	for i, v := range o.votes {
+		if o.got[i] && v.v == VoteNo && o.vals[i] < 0 {
+			m = max(m, -o.vals[i])
+			n++
+		}
+	}
+	return m, n >= quorum
+}
+
+// setTicket makes m the call's ticket.
+func (a *acquisition) setTicket(m int64) {
+	if a.c.hooks.ticketOf != nil {
+		m = a.c.hooks.ticketOf(m)
+	}
+	a.fair.ticket, a.fair.number = strconv.FormatInt(m, 10), m
+}
+
 // drawTicket runs the ticket round of a fair call: ticket.lua on every
 // node, and the largest answer of a quorum becomes the call's ticket. It
 // reports whether a quorum answered; otherwise the call waits and tries
@@ -173,10 +198,7 @@ func (a *acquisition) drawTicket(ctx context.Context) bool {
 			m = max(m, o.vals[i])
 		}
 	}
-	if c.hooks.ticketOf != nil {
-		m = c.hooks.ticketOf(m)
-	}
-	a.fair.ticket, a.fair.number = strconv.FormatInt(m, 10), m
+	a.setTicket(m)
 	return true
 }
 
@@ -241,10 +263,10 @@ func (j *fairLeaveJob) Commands(cmds []redis.Cmder) []redis.Cmder {
 func (j *fairLeaveJob) Done(time.Time, time.Time) bool { return j.resendAsEval(j.cmd) }
 
 // queued is what a waiting fair call does after an attempt that failed: it
-// tells WithQueuePlace's function of a new place, and draws its ticket
-// after its first attempt. A round that a quorum did not answer leaves the
-// call without a ticket: its next attempt is unticketed again, and it draws
-// after that.
+// tells WithQueuePlace's function of a new place, and draws its ticket in a
+// round of its own when its first attempt did not draw one (too few nodes
+// refused it). When that round too falls short of a quorum, the next
+// attempt is unticketed again, and draws.
 func (a *acquisition) queued(ctx context.Context, ev *callEvents) {
 	if h := a.c.hooks.fairRetry; h != nil {
 		h(ctx)

@@ -368,7 +368,7 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		if wt != nil {
 			c.waitlist.leave(wt, won)
 		}
-		if a.fair != nil && a.fair.ticket != "" {
+		if a.fair != nil && a.fair.sent {
 			// A fair call leaves the queue: the winner takes its
 			// entry out, and a call that gave up (Close included,
 			// which waits for this call's requests) tells the next.
@@ -418,12 +418,6 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		if err := pause(nil); err != nil {
 			return nil, err
 		}
-	}
-	if wait && a.fair != nil && cfg.pubsub && c.waitlist.waiting(t) {
-		// Fair calls of this Client already wait for the key: the first
-		// attempt, which takes the key only when nobody is queued, would
-		// fail. Draw the ticket now, and queue with the first attempt.
-		a.drawTicket(ctx)
 	}
 	for {
 		if err := ctx.Err(); err != nil {

@@ -2,7 +2,8 @@
 -- call, or refreshes its entry, and takes the lock key only for the head of
 -- the queue: the first live entry, by (ticket, id). A call's first attempt
 -- has no ticket yet ('0'): it takes the key only when no call is queued,
--- and does not queue. The key is a plain string, taken through takeAll, as
+-- and does not queue; refused, it draws a ticket (as ticket.lua does), so
+-- that a call that goes on to wait needs no round of its own for it. The key is a plain string, taken through takeAll, as
 -- acquire.lua takes it: the queue only adds a condition to the take.
 --
 -- A copy of this very attempt (the key already holds its value) counts as
@@ -31,8 +32,11 @@
 --          lock's TTL).
 --
 -- Returns 1, or with fencing the key's new fence, when the key is ours.
--- Otherwise 0 when the call is not queued here, else minus its place in
--- the queue (-1 for the head).
+-- Otherwise, for an attempt without a ticket, minus the ticket counter,
+-- incremented; for one with a ticket, 0 when the call is not queued here
+-- (it ended), else minus its place in the queue (-1 for the head). A
+-- counter starts at the node's clock in microseconds, so a ticket is never
+-- mistaken for a place.
 local value, ttl, id, attempt, ticket = ARGV[1], ARGV[2], ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local q, d = KEYS[2], KEYS[3]
 local now = nodeMillis()
@@ -57,7 +61,7 @@ if may and takeAll(1, value, '', ttl, id, attempt) then
   return 1
 end
 if ticket == '0' then
-  return 0
+  return -bumpCounter(KEYS[4])
 end
 local r = redis.call('ZRANK', q, id)
 if not r then
