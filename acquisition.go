@@ -239,6 +239,7 @@ func (a *acquisition) newAttempt() *attempt {
 		at.value = attemptToken(a.t.id, 0, a.cfg.label)
 	}
 	if a.fair != nil {
+		a.stale()
 		at.value.ticket = a.fair.ticketArg()
 		a.fair.sent = a.fair.sent || a.fair.ticket != ""
 	}
@@ -287,7 +288,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		if m, ok := counters(o, t.quorum); ok && o.yes < t.quorum {
 			a.setTicket(m)
 		}
-	case a.fair.read(o, t.quorum):
+	case a.fair.read(o, t.quorum, c.now()):
 		a.fair.moved = true
 	}
 	if a.waiting != nil {

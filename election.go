@@ -150,7 +150,13 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Lock, error) {
 		}
 		ended, err := e.proclaim(ctx, l, value)
 		if err == nil {
+			t.events.finish(l, nil)
 			return l, nil
+		}
+		if ended {
+			t.events.finish(nil, fmt.Errorf("%w: %w", ErrNotAcquired, err))
+		} else {
+			t.events.finish(nil, err)
 		}
 		e.resign(l)
 		if !ended {
@@ -243,6 +249,10 @@ func (e *Election) stopped(why error, n int) error {
 // inside Campaign's call, so that it releases even once Close has begun,
 // when Unlock would refuse.
 func (e *Election) resign(l *Lock) {
+	// The caller never got the lock: its end is no hold that ended.
+	l.mu.Lock()
+	l.handedOut = 0
+	l.mu.Unlock()
 	if err := l.Unlock(context.Background()); !errors.Is(err, ErrClosed) {
 		return
 	}

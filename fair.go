@@ -56,6 +56,9 @@ type fairState struct {
 	// sent is set once an attempt with the ticket went out: the call may
 	// be queued, and leaves the queue when it ends.
 	sent bool
+	// heard is when the call's ticket was set, or a quorum of nodes last
+	// answered one of its queued attempts (see stale).
+	heard time.Time
 	// place is the call's place in the queue by its last attempt that a
 	// quorum answered (1 for the head), and 0 before that.
 	place int
@@ -81,11 +84,18 @@ func (f *fairState) num() int64 {
 // all the same: the queued attempts set the key's waiting marker, so every
 // release is announced, and a Client wakes its fair waiters in queue order.
 // Without pub/sub every call waits d. f is nil for a call that is not fair.
+//
+// A call with a ticket never waits more than a third of the TTL, whatever
+// its retry delay: its entries live one TTL past its last refresh, and a
+// longer wait would let them expire under a live waiter.
 func (f *fairState) pause(cfg *config, d time.Duration) time.Duration {
-	if f == nil || f.place <= 2 || !cfg.pubsub {
+	if f == nil || f.ticket == "" {
 		return d
 	}
-	return max(d, cfg.ttl/4)
+	if f.place > 2 && cfg.pubsub {
+		d = max(d, cfg.ttl/4)
+	}
+	return min(d, cfg.ttl/3)
 }
 
 // ticketArg is fairacquire.lua's ticket argument: "0" before the call has
@@ -103,7 +113,7 @@ func (f *fairState) ticketArg() string {
 // is the quorum-th smallest of them: a quorum of nodes has at most place-1
 // calls ahead of it, and the call can only win once a quorum has none. With
 // fewer than a quorum of places nothing is learned.
-func (f *fairState) read(o *outcome, quorum int) bool {
+func (f *fairState) read(o *outcome, quorum int, now time.Time) bool {
 	places := make([]int64, 0, len(o.votes))
 	for i, v := range o.votes {
 		switch {
@@ -117,6 +127,7 @@ func (f *fairState) read(o *outcome, quorum int) bool {
 	if len(places) < quorum {
 		return false
 	}
+	f.heard = now
 	slices.Sort(places)
 	p := int(places[quorum-1])
 	if p == f.place {
@@ -164,6 +175,21 @@ func (a *acquisition) setTicket(m int64) {
 		m = a.c.hooks.ticketOf(m)
 	}
 	a.fair.ticket, a.fair.number = strconv.FormatInt(m, 10), m
+	a.fair.heard = a.c.now()
+}
+
+// stale gives up the call's ticket when no quorum of nodes has answered its
+// queued attempts for half a TTL: a call cut off from most nodes cannot
+// win, and its entries at the head of the queues it still reaches would
+// keep the others from winning for as long as it waits. Its next attempt is
+// unticketed again, and draws a new ticket, behind the calls queued
+// meanwhile; its old entries expire within a TTL of their last refresh.
+func (a *acquisition) stale() {
+	f := a.fair
+	if f == nil || f.ticket == "" || a.c.now().Sub(f.heard) < a.cfg.ttl/2 {
+		return
+	}
+	f.ticket, f.number, f.place = "", 0, 0
 }
 
 // drawTicket runs the ticket round of a fair call: ticket.lua on every

@@ -56,6 +56,11 @@ type target struct {
 	// carry KindElection. Client.Election sets it, before the target is
 	// shared.
 	election bool
+	// events are the wait events of a Campaign's acquisition that won,
+	// which acquireTarget leaves to Campaign to finish: the call has not
+	// succeeded until its term record is stored. Only the campaigning
+	// goroutine uses them.
+	events *callEvents
 }
 
 // kind is what the Observer's events say the target's holds are: the

@@ -167,7 +167,12 @@ type HoldEndedObserver interface {
 
 // LockTracer is an Observer that also traces each acquisition call: Lock,
 // TryLock, LockMulti, TryLockMulti, RLock, TryRLock, a Semaphore's Acquire
-// and TryAcquire, and an Election's Campaign.
+// and TryAcquire, and an Election's Campaign. A Campaign is traced, and
+// waits, as each acquisition of the leadership's lock, which ends once its
+// term record is stored: one that took the lock but had to resign it before
+// the record reached a quorum ends with an error (and reports no
+// HoldEnded); when the lock was lost first and it campaigns again, the next
+// acquisition is traced as a call of its own.
 type LockTracer interface {
 	// TraceLock is called when a call begins, on the calling goroutine,
 	// with the caller's ctx: a call refused for its options or keys

@@ -358,7 +358,16 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 	// waits for the call, cannot silence the Observer between a WaitBegan
 	// and its WaitEnded.
 	ev := c.callEvents(ctx, a, wait)
-	defer func() { ev.finish(got, err) }()
+	defer func() {
+		if got != nil && t.election {
+			// Campaign finishes them once the term record is stored,
+			// with its own result.
+			pending := ev
+			t.events = &pending
+			return
+		}
+		ev.finish(got, err)
+	}()
 	var (
 		last *QuorumError
 		wt   *waiter // set once the first attempt failed
@@ -374,9 +383,12 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 			// which waits for this call's requests) tells the next.
 			a.leaveQueue(!won)
 		}
-		if !won && a.waiting != nil && t.fl.unmark && !c.isClosed() {
+		if !won && a.waiting != nil && t.fl.unmark && !t.election && !c.isClosed() {
 			// A writer that gives up takes its marker back, so that new
-			// readers need not wait out its TTL.
+			// readers need not wait out its TTL. A campaigner leaves it:
+			// on an election's key it is also Observe's, which re-sets it
+			// at each read, and a resign unannounced would be seen only
+			// at Observe's next periodic read.
 			a.unmark()
 		}
 	}()
