@@ -288,7 +288,7 @@ func (a *acquisition) attempt(ctx context.Context) (*Lock, *QuorumError) {
 		if m, ok := counters(o, t.quorum); ok && o.yes < t.quorum {
 			a.setTicket(m)
 		}
-	case a.fair.read(o, t.quorum, c.now()):
+	case a.fair.read(o, t.quorum):
 		a.fair.moved = true
 	}
 	if a.waiting != nil {

@@ -56,9 +56,10 @@ type fairState struct {
 	// sent is set once an attempt with the ticket went out: the call may
 	// be queued, and leaves the queue when it ends.
 	sent bool
-	// heard is when the call's ticket was set, or a quorum of nodes last
-	// answered one of its queued attempts (see stale).
-	heard time.Time
+	// unheard is when the first of the queued attempts that no quorum of
+	// nodes has answered since went out, and zero when there is none (see
+	// stale).
+	unheard time.Time
 	// place is the call's place in the queue by its last attempt that a
 	// quorum answered (1 for the head), and 0 before that.
 	place int
@@ -113,7 +114,7 @@ func (f *fairState) ticketArg() string {
 // is the quorum-th smallest of them: a quorum of nodes has at most place-1
 // calls ahead of it, and the call can only win once a quorum has none. With
 // fewer than a quorum of places nothing is learned.
-func (f *fairState) read(o *outcome, quorum int, now time.Time) bool {
+func (f *fairState) read(o *outcome, quorum int) bool {
 	places := make([]int64, 0, len(o.votes))
 	for i, v := range o.votes {
 		switch {
@@ -127,7 +128,7 @@ func (f *fairState) read(o *outcome, quorum int, now time.Time) bool {
 	if len(places) < quorum {
 		return false
 	}
-	f.heard = now
+	f.unheard = time.Time{}
 	slices.Sort(places)
 	p := int(places[quorum-1])
 	if p == f.place {
@@ -142,7 +143,10 @@ func (f *fairState) read(o *outcome, quorum int, now time.Time) bool {
 // fencing. ARGV: the value, the TTL the node keeps the key for, '1' with
 // fencing, the acquisition's id, the attempt's number, the ticket ("0"
 // before the call has one), the life of a queue entry (the lock's TTL).
-func fairAcquireArgs(dst []any, t *target, tk token, ttl time.Duration, ttlArg any, _ *testHooks) []any {
+func fairAcquireArgs(dst []any, t *target, tk token, ttl time.Duration, ttlArg any, h *testHooks) []any {
+	if h.fairSent != nil && tk.ticket != "0" {
+		h.fairSent(tk.id, tk.n)
+	}
 	fence := "0"
 	if t.fence != nil {
 		fence = "1"
@@ -175,21 +179,30 @@ func (a *acquisition) setTicket(m int64) {
 		m = a.c.hooks.ticketOf(m)
 	}
 	a.fair.ticket, a.fair.number = strconv.FormatInt(m, 10), m
-	a.fair.heard = a.c.now()
+	a.fair.unheard = time.Time{}
 }
 
-// stale gives up the call's ticket when no quorum of nodes has answered its
-// queued attempts for half a TTL: a call cut off from most nodes cannot
-// win, and its entries at the head of the queues it still reaches would
-// keep the others from winning for as long as it waits. Its next attempt is
-// unticketed again, and draws a new ticket, behind the calls queued
-// meanwhile; its old entries expire within a TTL of their last refresh.
+// stale gives up the call's ticket when its queued attempts have gone
+// unanswered by a quorum of nodes for half a TTL, counted from the first
+// of them (a pause of the call's own between two attempts is no silence of
+// the nodes): a call cut off from most nodes cannot win, and its entries at
+// the head of the queues it still reaches would keep the others from
+// winning for as long as it waits. Its next attempt is unticketed again,
+// and draws a new ticket, behind the calls queued meanwhile; its old
+// entries expire within a TTL of their last refresh. Otherwise it notes
+// that a queued attempt is going out.
 func (a *acquisition) stale() {
 	f := a.fair
-	if f == nil || f.ticket == "" || a.c.now().Sub(f.heard) < a.cfg.ttl/2 {
+	if f == nil || f.ticket == "" {
 		return
 	}
-	f.ticket, f.number, f.place = "", 0, 0
+	now := a.c.now()
+	switch {
+	case f.unheard.IsZero():
+		f.unheard = now
+	case now.Sub(f.unheard) >= a.cfg.ttl/2:
+		f.ticket, f.number, f.place, f.unheard = "", 0, 0, time.Time{}
+	}
 }
 
 // drawTicket runs the ticket round of a fair call: ticket.lua on every
@@ -294,9 +307,6 @@ func (j *fairLeaveJob) Done(time.Time, time.Time) bool { return j.resendAsEval(j
 // refused it). When that round too falls short of a quorum, the next
 // attempt is unticketed again, and draws.
 func (a *acquisition) queued(ctx context.Context, ev *callEvents) {
-	if h := a.c.hooks.fairRetry; h != nil {
-		h(ctx)
-	}
 	if a.fair.moved {
 		a.fair.moved = false
 		ev.queued(a.fair.place)

@@ -123,7 +123,10 @@ var (
 		acquireErr: keepErr,
 		check:      checkFair,
 		mark:       writerMark,
-		unmark:     true,
+		// A fair call that gives up leaves the marker: the calls behind
+		// it count on every release of a queued key being announced, and
+		// no reader waits behind a fair key's marker. It expires in a TTL.
+		unmark: false,
 		kind:       KindFair,
 	}
 	// readerFlavour is a shared hold of RLock (see rwlock.go).

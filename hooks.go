@@ -1,7 +1,5 @@
 package redlock
 
-import "context"
-
 // testHooks are the switches of the negative controls: each one turns off
 // a safety mechanism, so that a test can show what the mechanism prevents.
 // They are not settings a user can reach: only the package's tests set
@@ -41,11 +39,11 @@ type testHooks struct {
 	// largest of a quorum's answers); the fair lock's negative control
 	// uses it to show the queue out of order when tickets do not increase.
 	ticketOf func(drawn int64) int64
-	// fairRetry, when set, is called with the caller's ctx, on the calling
-	// goroutine, each time an attempt of a waiting fair call failed (in
-	// fair.go's queued, before the call pauses). It switches nothing off:
-	// each attempt refreshes the call's entry in the queue, and the chaos
-	// mix times the refreshes by it, to excuse a FIFO inversion behind a
-	// waiter that went a TTL without one (history.FIFOInversions).
-	fairRetry func(ctx context.Context)
+	// fairSent, when set, is called each time attempt n of the fair call
+	// id is sent to a node with its ticket (fairAcquireArgs), on the
+	// goroutine that sends it. It switches nothing off: each such attempt
+	// refreshes the call's entry in the queue, and the chaos mix times the
+	// refreshes by it, to excuse a FIFO inversion behind a waiter whose
+	// entry may have expired (history.FIFOInversions).
+	fairSent func(id string, n int)
 }
