@@ -34,6 +34,9 @@ type chaosHold struct {
 	owner string
 	// op names what took the hold, for the logs: "plain", "reader", ...
 	op string
+	// value is what a leader campaigned with (op "campaign"): Observe
+	// reports it beside the Term, which is the fence.
+	value string
 	// doneAt is when the lock's Done was seen closed, and doneFired when
 	// a timer the watcher armed at Until fired while Done was still open
 	// (zero when Done closed first). Both are zero for holds nobody

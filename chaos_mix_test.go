@@ -14,8 +14,11 @@ package redlock
 // Each worker draws, again and again, from its own generator:
 //   - what to take: a plain, fenced, multi-key or owner lock (reentrant, and
 //     sometimes nested), a reader or a writer, a permit of a semaphore of 1,
-//     2 or 3 permits (fixed per key: holders of a key must agree), or Do,
-//     whose fn panics now and then;
+//     2 or 3 permits (fixed per key: holders of a key must agree), Do,
+//     whose fn panics now and then, a fair lock (WithFair) on a fenced key,
+//     or an Election's Campaign on one of two election keys, which every
+//     Client of the scenario Observes all along
+//     (chaos_fair_election_test.go);
 //   - what to do while holding: little; Extend with a shorter or a longer
 //     TTL; auto-extension past the TTL; WithMaxHold; an Unlock raced against
 //     Extend and a renewal; holding past the TTL; never unlocking;
@@ -59,6 +62,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlockgo/redlock/internal/history"
 	"github.com/redlockgo/redlock/internal/keyspace"
 )
 
@@ -132,13 +136,14 @@ func mixLoad(l *chaosLoad) {
 // topup-off, lock-delay and min-hold count the holds taken with those
 // options, and validate the ValidateFence calls.
 var mixOpNames = []string{"plain", "fenced", "multi", "owner", "reader", "writer", "permit",
-	"extend-shorter", "extend-longer", "autoextend", "do", "topup-off", "lock-delay", "min-hold", "validate"}
+	"extend-shorter", "extend-longer", "autoextend", "do", "topup-off", "lock-delay", "min-hold", "validate", "fair", "campaign"}
 
 // mixExtraNames are the other counts of the detail line, in its order.
 var mixExtraNames = []string{"nested", "trylock", "maxhold", "maxhold-reached", "unlock-race", "overrun", "expire",
 	"do-panic", "do-lost", "refused", "refused-options", "closed-clients", "closed-in-flight", "observer-panics", "logger-panics", "slow-callbacks", "log-records",
 	"min-hold-early-unlock", "min-hold-past-ttl", "validate-live", "validate-stale", "validate-after-unlock", "validate-live-after-unlock",
-	"whole", "topped-up"}
+	"whole", "topped-up", "fair-try", "fair-queued", "lead-short", "lead-long", "lead-term-limit", "lead-crash",
+	"leader-self", "leader-none", "leader-other", "leader-unavailable"}
 
 // mixOpsLine formats the counts of the operations, as the summary shows them.
 func mixOpsLine(counts map[string]int) string {
@@ -164,14 +169,16 @@ const (
 	kindWriter
 	kindPermit
 	kindDo
+	kindFair     // a fair Lock (WithFair) on a fair key (chaos_fair_election_test.go)
+	kindCampaign // an Election's Campaign on an election key
 )
 
-var mixKindNames = [...]string{"plain", "fenced", "multi", "owner", "reader", "writer", "permit", "do"}
+var mixKindNames = [...]string{"plain", "fenced", "multi", "owner", "reader", "writer", "permit", "do", "fair", "campaign"}
 
 func (k mixKind) String() string { return mixKindNames[k] }
 
 // mixKindWeights are how often each kind is drawn.
-var mixKindWeights = [...]int{14, 10, 10, 12, 16, 8, 16, 8}
+var mixKindWeights = [...]int{14, 10, 10, 12, 16, 8, 16, 8, 5, 5}
 
 // mixMode is what a worker does while it holds.
 type mixMode uint8
@@ -229,6 +236,12 @@ type mixClient struct {
 	// closing is set just before Close is called, closed once it returned.
 	closing, closed atomic.Bool
 	inFlight        atomic.Int32 // calls in progress, for the churn's count
+	// closingAt is when the churn began to close it: a fair call still
+	// waiting then stops (see recordWait).
+	closingAt atomic.Pointer[time.Time]
+	// waitsBegan and waitsEnded count the Observer's WaitBegan and
+	// WaitEnded: once Close returned they must be equal.
+	waitsBegan, waitsEnded atomic.Int64
 }
 
 // mixFigures is what the mix reports on top of chaosFigures.
@@ -277,8 +290,22 @@ type mixRun struct {
 	watchers  sync.WaitGroup
 	stopWatch chan struct{} // closed to end the watchers that outlive their bound
 
+	// The fair lock and the election (chaos_fair_election_test.go):
+	// fairKeys are the pool keys that fair calls take, elections the keys
+	// of the campaigns, observeOpts the options of the Elections that
+	// Observe them, and checks what the run asserts of their rules.
+	fairKeys, elections []string
+	leadWeights         []int // what leaders do: mixLeadWeights unless tuned
+	observeOpts         []LockOption
+	checks              mixChecks
+	values              atomic.Int64              // numbers each Campaign's value
+	stopAt              atomic.Pointer[time.Time] // when the workload was told to stop
+	sends               mixSends                  // the fair calls' refreshes
+	streams             []*mixStream              // set before the workload, then read once it ended
+
 	mu          sync.Mutex
 	counts      map[string]int // guarded by mu
+	waits       []history.Wait // guarded by mu; the fair calls that waited
 	violations  []string       // guarded by mu
 	nViolations int            // guarded by mu
 	doneLag     time.Duration  // guarded by mu
@@ -287,13 +314,15 @@ type mixRun struct {
 
 // newMixRun prepares the mix of a run whose Clients were built with opts:
 // it draws the key pool, and gives Client 0 a slow Observer and a slow
-// logger, and Client 1 a panicking Observer and a slow logger. Every Client
+// logger, Client 1 a panicking Observer and a slow logger, and the others
+// an Observer that neither sleeps nor panics: through it (a LockTracer)
+// the mix learns each fair call's id (see mixSends). Every Client
 // is told the mix's longest TTL up front, so that with the node guard on
 // they all keep a restarted node out as long (see WithNodeGuard).
 func newMixRun(r *chaosRun, opts []Option) *mixRun {
 	r.t.Helper()
 	m := &mixRun{r: r, opts: opts, counts: map[string]int{}, stopWatch: make(chan struct{}), maxTTL: mixMaxTTL(r.load.ttl), giveUp: mixWatchGiveUp,
-		kindWeights: slices.Clone(mixKindWeights[:]), modeWeights: slices.Clone(mixModeWeights[:])}
+		kindWeights: slices.Clone(mixKindWeights[:]), modeWeights: slices.Clone(mixModeWeights[:]), leadWeights: slices.Clone(mixLeadWeights)}
 	if cfg, err := defaultConfig().applyClient(opts); err == nil && cfg.logger != nil {
 		m.nextLog = cfg.logger.Handler()
 	}
@@ -310,8 +339,16 @@ func newMixRun(r *chaosRun, opts []Option) *mixRun {
 		m.permits[k] = 1 + i%3
 		if mixFencedKey(i) {
 			m.fenced[k] = true
+			m.fairKeys = append(m.fairKeys, k)
 		}
 	}
+	m.elections = mixElectionKeys
+	if r.cl.opts.backend == clusterBackend {
+		m.elections = mixTagKeys(r, m.elections)
+	}
+	// Every Client of the run, the churned ones too, times its fair
+	// calls' queued attempts (see mixSends).
+	r.cl.opts.hooks.fairSent = m.sends.sent
 	for i, cc := range r.cl.clients {
 		mc := &mixClient{index: cc.index}
 		switch i {
@@ -319,8 +356,11 @@ func newMixRun(r *chaosRun, opts []Option) *mixRun {
 			m.rebuild(cc, m.callbacks(mc, 0.03, 0, 0.03, 0))
 		case 1:
 			m.rebuild(cc, m.callbacks(mc, 0, 0.2, 0.01, 0.2))
+		default:
+			m.rebuild(cc, []Option{WithObserver(&mixObserver{m: m, mc: mc})})
 		}
 		mc.c = cc.c
+		mc.c.hooks.fairSent = m.sends.sent
 		mc.c.raiseMaxTTL(m.maxTTL)
 		m.clients = append(m.clients, mc)
 	}
@@ -331,7 +371,7 @@ func newMixRun(r *chaosRun, opts []Option) *mixRun {
 			quoted[i] += "(fenced)"
 		}
 	}
-	r.t.Logf("chaos-detail: scenario=%s mix keys %s reserved %d", r.name, strings.Join(quoted, " "), len(m.reserved))
+	r.t.Logf("chaos-detail: scenario=%s mix keys %s reserved %d elections %s", r.name, strings.Join(quoted, " "), len(m.reserved), shortKeys(m.elections))
 	return m
 }
 
@@ -426,6 +466,13 @@ func (m *mixRun) violate(format string, args ...any) {
 // work starts the workers of every Client, and the churn of short-lived
 // Clients, until stop is cancelled.
 func (m *mixRun) work(stop context.Context) (wait func()) {
+	// The Observe streams run across the whole workload: they stop once
+	// every worker has.
+	endObserving := m.observeAll()
+	context.AfterFunc(stop, func() {
+		now := time.Now()
+		m.stopAt.Store(&now)
+	})
 	var wg sync.WaitGroup
 	for _, mc := range m.clients {
 		for w := range m.r.load.workers {
@@ -435,7 +482,10 @@ func (m *mixRun) work(stop context.Context) (wait func()) {
 	}
 	rng := rand.New(rand.NewPCG(m.r.rng.Uint64(), m.r.rng.Uint64()))
 	wg.Go(func() { m.churn(stop, rng) })
-	return wg.Wait
+	return func() {
+		wg.Wait()
+		endObserving()
+	}
 }
 
 // worker takes holds until stop is cancelled, or, on a Client that has
@@ -459,8 +509,12 @@ func (m *mixRun) worker(stop context.Context, mc *mixClient, w int, rng *rand.Ra
 // step draws one hold, takes it, and does what its mode says.
 func (m *mixRun) step(stop context.Context, mc *mixClient, w int, rng *rand.Rand) {
 	kind := mixKind(mixPick(rng, m.kindWeights))
-	if kind == kindDo {
+	switch kind {
+	case kindDo:
 		m.do(stop, mc, w, rng)
+		return
+	case kindCampaign:
+		m.campaign(stop, mc, w, rng)
 		return
 	}
 	h := mixHold{kind: kind, keys: m.drawKeys(rng, kind), mode: mixMode(mixPick(rng, m.modeWeights))}
@@ -481,7 +535,7 @@ func (m *mixRun) step(stop context.Context, mc *mixClient, w int, rng *rand.Rand
 		h.maxHold = mixBetween(rng, m.r.load.ttl, m.r.load.ttl*3/2)
 	}
 	m.drawOptions(rng, &h)
-	try := (kind == kindPlain || kind == kindWriter) && rng.Float64() < 0.2
+	try := (kind == kindPlain || kind == kindWriter || kind == kindFair) && rng.Float64() < 0.2
 	ctx, cancel := context.WithTimeout(stop, m.r.load.lockWait)
 	l, rec, _ := m.acquire(ctx, stop, mc, w, h, try)
 	cancel()
@@ -490,6 +544,9 @@ func (m *mixRun) step(stop context.Context, mc *mixClient, w int, rng *rand.Rand
 	}
 	if try {
 		m.count("trylock")
+		if kind == kindFair {
+			m.count("fair-try")
+		}
 	}
 	m.hold(stop, mc, w, rng, h, l, rec)
 }
@@ -551,6 +608,9 @@ func mixOwnerRefusal(h mixHold) string {
 // drawKeys draws the keys of a hold: two or three distinct ones for a
 // multi-key lock, else one. Now and then one of them is reserved.
 func (m *mixRun) drawKeys(rng *rand.Rand, kind mixKind) []string {
+	if kind == kindFair {
+		return []string{m.drawFairKey(rng)}
+	}
 	if kind != kindMulti || len(m.keys) < 2 {
 		return []string{m.drawKey(rng)}
 	}
@@ -608,6 +668,15 @@ func (m *mixRun) acquire(ctx, stop context.Context, mc *mixClient, w int, h mixH
 	if h.minHold > 0 {
 		opts = append(opts, WithMinHold(h.minHold))
 	}
+	var fw *mixFairWait
+	if h.kind == kindFair {
+		opts = append(opts, WithFair(true))
+		if !try {
+			fw = &mixFairWait{}
+			ctx = context.WithValue(ctx, mixFairWaitKey{}, fw)
+			opts = append(opts, WithQueuePlace(fw.place))
+		}
+	}
 	closedBefore := mc.closed.Load()
 	mc.inFlight.Add(1)
 	called := time.Now()
@@ -632,6 +701,11 @@ func (m *mixRun) acquire(ctx, stop context.Context, mc *mixClient, w int, h mixH
 	}
 	returned := time.Now()
 	mc.inFlight.Add(-1)
+	// A call that Close refused before it queued matters to no other:
+	// the churn's workers make many while their Client closes.
+	if fw != nil && !errors.Is(err, ErrInvalidOption) && (!errors.Is(err, ErrClosed) || !fw.queued.IsZero()) {
+		m.recordWait(ctx, mc, w, h.keys[0], fw, called, returned, l)
+	}
 	if !m.settleAcquire(stop, mc, h.keys, h.kind.String(), mixOwnerRefusal(h), l, err, closedBefore, !try, returned.Sub(called)) {
 		return nil, chaosHold{}, err
 	}
@@ -1340,12 +1414,14 @@ func (m *mixRun) churn(stop context.Context, rng *rand.Rand) {
 		case <-stop.Done():
 			tm.Stop()
 		}
+		began := time.Now()
+		mc.closingAt.Store(&began)
 		mc.closing.Store(true)
 		inFlight := mc.inFlight.Load()
-		began := time.Now()
 		_ = mc.c.Close()
 		took := time.Since(began)
 		mc.closed.Store(true)
+		m.checkWaitEvents(mc)
 		m.mu.Lock()
 		m.counts["closed-clients"]++
 		m.counts["closed-in-flight"] += int(inFlight)
@@ -1452,6 +1528,7 @@ func (m *mixRun) probe() {
 	for _, h := range hs {
 		h.hand <- m.release(mc, h.l, h.rec, true)
 	}
+	m.probeLeaders(ctx, mc)
 }
 
 // clientsClosed runs once the scenario's Clients have closed: from then on
@@ -1461,6 +1538,7 @@ func (m *mixRun) clientsClosed() {
 	for _, mc := range m.clients {
 		mc.closing.Store(true)
 		mc.closed.Store(true)
+		m.checkWaitEvents(mc)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -1512,6 +1590,7 @@ func (m *mixRun) report(f chaosFigures, replay string) {
 		t.Errorf("scenario %s (seed %d): got %d holds whose Done closed more than %v after Until, want 0; %s",
 			m.r.name, m.r.seed, n, mixDoneGrace, replay)
 	}
+	m.reportOrder(f, replay)
 }
 
 // mixKey is a key found under a run's prefix.
@@ -1529,7 +1608,8 @@ const mixOutliveSlack = 20 * time.Millisecond
 // residue waits until every TTL has run out, then counts the keys left
 // under the run's prefix on the live nodes, whatever they are: lock
 // strings, owner and reader hashes, semaphores' sorted sets, waiting
-// markers. Fence counters never expire, by design, and are left out. It
+// markers. Fence and ticket counters and term records never expire, by
+// design, and are left out (mixNeverExpires). It
 // logs what was there when the Clients had closed, by kind. A key found
 // then with more time to live than the longest the mix ever asks the nodes
 // to keep one (mixMaxTTL: twice the TTL and the longest lock-delay; the
@@ -1580,8 +1660,8 @@ func (m *mixRun) residue() int {
 }
 
 // mixScan lists the keys under prefix on node n (on every master of a
-// cluster), fence counters aside, with their kind and TTL. Reading them
-// expires those whose time has come.
+// cluster), but the names that never expire (mixNeverExpires), with their
+// kind and TTL. Reading them expires those whose time has come.
 func mixScan(n *chaosNode, prefix string) []mixKey {
 	n.t.Helper()
 	ctx := n.t.Context()
@@ -1590,7 +1670,7 @@ func mixScan(n *chaosNode, prefix string) []mixKey {
 		iter := admin.Scan(ctx, 0, globEscape(prefix)+"*", 1000).Iterator()
 		for iter.Next(ctx) {
 			k := iter.Val()
-			if !strings.HasPrefix(k, prefix) || isFenceCounter(k) {
+			if !strings.HasPrefix(k, prefix) || mixNeverExpires(k) {
 				continue
 			}
 			typ, err := admin.Type(ctx, k).Result()
@@ -1740,6 +1820,30 @@ func (o *mixObserver) Attempted(Stats, error) { o.call("Attempted") }
 func (o *mixObserver) Extended(Stats, error)  { o.call("Extended") }
 func (o *mixObserver) Lost(string, error)     { o.call("Lost") }
 func (o *mixObserver) Released(Stats, error)  { o.call("Released") }
+func (o *mixObserver) Queued(QueuePlace)      { o.call("Queued") }
+func (o *mixObserver) HoldEnded(HoldResult)   { o.call("HoldEnded") }
+
+// TraceLock tells the mix the id of a fair call it times (see mixSends),
+// before the call, which may panic.
+func (o *mixObserver) TraceLock(ctx context.Context, w WaitInfo) func(WaitResult) {
+	if fw, ok := ctx.Value(mixFairWaitKey{}).(*mixFairWait); ok {
+		fw.id = w.ID
+	}
+	o.call("TraceLock")
+	return nil
+}
+
+// WaitBegan and WaitEnded are counted before the call, which may panic:
+// the library pairs them even then (see checkWaitEvents).
+func (o *mixObserver) WaitBegan(WaitInfo) {
+	o.mc.waitsBegan.Add(1)
+	o.call("WaitBegan")
+}
+
+func (o *mixObserver) WaitEnded(WaitResult) {
+	o.mc.waitsEnded.Add(1)
+	o.call("WaitEnded")
+}
 
 func (o *mixObserver) call(name string) {
 	if o.mc.closed.Load() {
@@ -1796,11 +1900,13 @@ func (h *mixLogHandler) Handle(ctx context.Context, rec slog.Record) error {
 // kernel partitions. The
 // floors are low: on a loaded 2-core machine under -race the mix's long
 // holds and slow callbacks leave few acquisitions, and the point is that
-// some happen and none overlap. The last is a negative control.
+// some happen and none overlap. The last of them is a negative control;
+// the scenarios of the fair lock and the election, and their controls,
+// follow (mixOrderScenarios).
 func chaosMixScenarios() []chaosScenario {
 	ttl := defaultChaosLoad().ttl
 	delay := mixRestartDelay(ttl)
-	return []chaosScenario{
+	scs := []chaosScenario{
 		{name: "mix-baseline-mini", mix: true, minSuccess: 10, minAcquisitions: 10,
 			cluster: chaosClusterOpts{backend: miniBackend, clients: 3},
 			load:    both(miniLoad, mixLoad)},
@@ -1912,6 +2018,10 @@ func chaosMixScenarios() []chaosScenario {
 				}
 			}},
 	}
+	// The fair lock's order and the election's Observe are asserted
+	// where every waiter and every read keeps a quorum
+	// (chaos_fair_election_test.go).
+	return setMixChecks(slices.Concat(scs, mixOrderScenarios()), "mix-baseline-mini", "mix-fair-election")
 }
 
 // mixTopUpScenario is the exact-quorum window under the mix: out of the

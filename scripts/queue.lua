@@ -69,17 +69,11 @@ local function purgeQueue(q, d, now)
 end
 
 -- enqueue puts the call id in the queue at ticket, or keeps it there, and
--- makes its entry live until e at least. An entry already there at ticket
--- that still lives more than half of life (e - now) is left as it is: a
--- waiting call attempts many times per TTL, and a refresh costs three
--- writes. The queue's score is the ticket, not an expiry: the deadlines and
--- the keys' own expiries go through holds.lua's functions, which only
--- lengthen.
+-- makes its entry live until e at least: every queued attempt refreshes
+-- it, so that an entry outlives its call's last attempt by one TTL. The
+-- queue's score is the ticket, not an expiry: the deadlines and the keys'
+-- own expiries go through holds.lua's functions, which only lengthen.
 local function enqueue(q, d, id, ticket, e, now)
-  local cur = redis.call('ZSCORE', d, id)
-  if cur and tonumber(cur) - now > (e - now) / 2 and tonumber(redis.call('ZSCORE', q, id) or '-1') == tonumber(ticket) then
-    return
-  end
   redis.call('ZADD', q, ticket, id) -- a ticket, not an expiry
   zaddAtLeast(d, id, e)
   expireAtAtLeast(q, e, now)

@@ -1,7 +1,9 @@
 // Package history is the model the tests, the chaos suite and `redlock demo`
 // check a run against: a record of every hold of a lock, semaphore or
 // read-write lock, and the checks that find where two holders were where
-// the model allows only one.
+// the model allows only one. Beside the holds it checks the order of a
+// fair lock's waiters (fifo.go), and an election's leaderships and what
+// its observers saw of them (election.go).
 //
 // Times are read on the recording process's monotonic clock (time.Now, and
 // Until as the library computes it from one), so that wall-clock steps
