@@ -422,8 +422,8 @@ func (c *Client) acquireTarget(ctx context.Context, cfg *config, keys []string, 
 		// Other Lock calls of this Client already wait for a key: queue
 		// behind them rather than race the one the next release wakes.
 		// Its attempt and ours would split the votes and both fail. A
-		// fair call does not: it draws its ticket after its first attempt,
-		// and its place comes from that.
+		// fair call does not: its first attempt draws its ticket, and its
+		// place comes from that.
 		ev.began()
 		wt = c.waitlist.join(t, 0)
 		a.wait()
