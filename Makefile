@@ -32,7 +32,7 @@ check:
 # Redis 7.0 where the library relies on server behaviour: WAIT after a
 # command that writes nothing (Redis 7.2 and later), scripts, ACLs and
 # pub/sub.
-VALKEY_TESTS = TestWaitOffset|TestReplicaAck|TestLateAcquireCopy|TestManyLapsed|TestNaturalNames|TestPrefixScopedACL|TestCheckFindsACL|TestReleasePlainAgrees|TestReal|TestSemaphoreOnRealRedis|TestRWMixed|TestUncontendedCommands|TestCheckBadSetup|TestInspectBadSetup|TestCheckAuthAndACL|TestUnavailableWhenTooFewAnswer|TestAvailableWhenHeldElsewhere|TestWarnsOnce|TestWarnsAgain|TestRelease|TestTopUp|TestFsyncAck|TestCheckValkey|TestValidateFence|TestLockDelay|TestMinHold|TestFair|TestElection|TestLeader|TestObserveSees|TestObserveWithout|TestObserveCloses|TestTermScript
+VALKEY_TESTS = TestWaitOffset|TestReplicaAck|TestLateAcquireCopy|TestManyLapsed|TestNaturalNames|TestPrefixScopedACL|TestCheckFindsACL|TestReleasePlainAgrees|TestReal|TestSemaphoreOnRealRedis|TestRWMixed|TestUncontendedCommands|TestCheckBadSetup|TestInspectBadSetup|TestCheckAuthAndACL|TestUnavailableWhenTooFewAnswer|TestAvailableWhenHeldElsewhere|TestWarnsOnce|TestWarnsAgain|TestRelease|TestTopUp|TestFsyncAck|TestCheckValkey|TestValidateFence|TestLockDelay|TestMinHold|TestFairScripts|TestFairFIFO|TestFairLeaves|TestElectionOneLeader|TestLeaderNoLeader|TestObserveSees|TestTermScript
 
 # demo runs the embedded demo: 5 in-process Redis nodes, two killed partway.
 demo:
