@@ -89,7 +89,10 @@ func TestReview29FairWaiterCutOffHoldsTheKeyForever(t *testing.T) {
 	const key = "rev29:fair:cutoff"
 	const ttl = 500 * time.Millisecond
 
-	holder, err := ch.Lock(ctx, key, WithTTL(10*time.Second))
+	// The holder's TTL is short: a loaded CI run once saw its acquire
+	// land on node 1 after its release (go-redis resent it), which keeps
+	// the key there for that TTL, as docs/SAFETY.md says of late acquires.
+	holder, err := ch.Lock(ctx, key, WithTTL(3*time.Second))
 	require.NoError(t, err)
 	a := startFairWaiter(t, ca, key, WithTTL(ttl))
 	defer a.cancel()
