@@ -127,7 +127,7 @@ var (
 		// it count on every release of a queued key being announced, and
 		// no reader waits behind a fair key's marker. It expires in a TTL.
 		unmark: false,
-		kind:       KindFair,
+		kind:   KindFair,
 	}
 	// readerFlavour is a shared hold of RLock (see rwlock.go).
 	readerFlavour = &flavour{
